@@ -1,0 +1,41 @@
+import type { ClaimMode, ClaimOutcome, ClaimRequest, LedgerRecord } from './types';
+
+const rowId = (r: ClaimRequest) => `${r.namespace}\u0000${r.key}\u0000${r.step}`;
+
+/**
+ * Duplicates inside one batch resolve before any storage is touched: the first request for a
+ * row goes to the backend, every later one is answered `batch_duplicate`.
+ */
+export function resolveBatch(requests: ClaimRequest[]): {
+	unique: number[];
+	outcomes: Array<ClaimOutcome | undefined>;
+} {
+	const first = new Map<string, number>();
+	const unique: number[] = [];
+	const outcomes = new Array<ClaimOutcome | undefined>(requests.length);
+	for (let i = 0; i < requests.length; i++) {
+		const id = rowId(requests[i]);
+		const firstIndex = first.get(id);
+		if (firstIndex === undefined) {
+			first.set(id, i);
+			unique.push(i);
+		} else {
+			outcomes[i] = { kind: 'batch_duplicate', firstIndex };
+		}
+	}
+	return { unique, outcomes };
+}
+
+/** Why a live row that the backend refused to hand over blocked this claim. */
+export function classifyExisting(record: LedgerRecord, request: ClaimRequest, mode: ClaimMode): ClaimOutcome {
+	if (record.status === 'in_progress' && record.leaseExpiresAt && record.leaseExpiresAt.getTime() > Date.now()) {
+		return { kind: 'in_progress', record };
+	}
+	const differs =
+		record.fingerprint !== null && request.fingerprint !== null && record.fingerprint !== request.fingerprint;
+	// A newer version is expected to carry a new payload; only an equal or older one can mismatch.
+	if (differs && !(mode === 'newer' && record.version !== (request.version ?? null))) {
+		return { kind: 'mismatch', record };
+	}
+	return { kind: 'duplicate', record };
+}

@@ -1,0 +1,28 @@
+import { LedgerInputError } from './errors';
+
+export const DURATION_UNITS = {
+	seconds: 1_000,
+	minutes: 60_000,
+	hours: 3_600_000,
+	days: 86_400_000,
+	weeks: 604_800_000,
+} as const;
+export type DurationUnit = keyof typeof DURATION_UNITS;
+
+/** "30 days" style amounts to milliseconds, with a readable error for nonsense. */
+export function toMilliseconds(amount: unknown, unit: DurationUnit, what: string): number {
+	const n = typeof amount === 'string' && amount.trim() !== '' ? Number(amount) : amount;
+	if (typeof n !== 'number' || !Number.isFinite(n) || n <= 0) {
+		throw new LedgerInputError(
+			`The ${what} must be a positive number of ${unit}, not ${JSON.stringify(amount)}`,
+			`Set ${what} to a number such as 30.`,
+		);
+	}
+	const factor = DURATION_UNITS[unit];
+	if (factor === undefined) throw new LedgerInputError(`Unknown time unit "${unit}" for ${what}`);
+	const ms = Math.round(n * factor);
+	if (ms > 100 * 365 * DURATION_UNITS.days) {
+		throw new LedgerInputError(`The ${what} is longer than 100 years`, `Use a shorter ${what}.`);
+	}
+	return ms;
+}

@@ -1,0 +1,523 @@
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
+
+import { CheckpointRegressionError, LedgerError } from '../errors';
+import { classifyExisting, resolveBatch } from '../claims';
+import type {
+	Checkpoint,
+	ClaimOptions,
+	ClaimOutcome,
+	ClaimRequest,
+	Ledger,
+	LedgerRecord,
+	ListFilter,
+	ListPage,
+	NamespaceStats,
+	RecordOptions,
+	RecordRequest,
+	Status,
+} from '../types';
+import { STATUSES } from '../types';
+import { assertIdentifier } from '../validate';
+import { toUnavailable } from './errors';
+import { migrations, tableNames, type TableNames } from './schema';
+
+export interface PostgresLedgerOptions {
+	pool: Pool;
+	schema?: string;
+	table?: string;
+	/** Keys per claim statement. */
+	chunkSize?: number;
+}
+
+const DEFAULT_CHUNK = 5000;
+
+/** Columns of a record, with timestamps as epoch milliseconds (cheaper to parse than timestamptz). */
+const recordColumns = (a: string, p = '') =>
+	[
+		`${a}.namespace AS ${p}namespace`,
+		`${a}.key AS ${p}key`,
+		`${a}.step AS ${p}step`,
+		`${a}.status AS ${p}status`,
+		`${a}.lease_holder AS ${p}lease_holder`,
+		`(extract(epoch FROM ${a}.lease_expires_at) * 1000)::float8 AS ${p}lease_expires_at`,
+		`${a}.fingerprint AS ${p}fingerprint`,
+		`${a}.version AS ${p}version`,
+		`${a}.external_id AS ${p}external_id`,
+		`${a}.result AS ${p}result`,
+		`${a}.attempts AS ${p}attempts`,
+		`${a}.previous_status AS ${p}previous_status`,
+		`(extract(epoch FROM ${a}.first_seen_at) * 1000)::float8 AS ${p}first_seen_at`,
+		`(extract(epoch FROM ${a}.updated_at) * 1000)::float8 AS ${p}updated_at`,
+		`(extract(epoch FROM ${a}.expires_at) * 1000)::float8 AS ${p}expires_at`,
+	].join(', ');
+
+const ms = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as number));
+
+function toRecord(row: QueryResultRow, p = ''): LedgerRecord {
+	return {
+		namespace: row[`${p}namespace`],
+		key: row[`${p}key`],
+		step: row[`${p}step`],
+		status: row[`${p}status`],
+		leaseHolder: row[`${p}lease_holder`],
+		leaseExpiresAt: ms(row[`${p}lease_expires_at`]),
+		fingerprint: row[`${p}fingerprint`],
+		version: row[`${p}version`],
+		externalId: row[`${p}external_id`],
+		result: row[`${p}result`],
+		attempts: row[`${p}attempts`],
+		previousStatus: row[`${p}previous_status`],
+		firstSeenAt: ms(row[`${p}first_seen_at`]) as Date,
+		updatedAt: ms(row[`${p}updated_at`]) as Date,
+		expiresAt: ms(row[`${p}expires_at`]) as Date,
+	};
+}
+
+/** SQL: is text value `a` newer than `b`? Numeric when both are numbers, otherwise byte order (ISO dates sort right). */
+const isNewer = (a: string, b: string) =>
+	`(CASE WHEN ${b} IS NULL THEN ${a} IS NOT NULL WHEN ${a} IS NULL THEN false
+		WHEN ${a} ~ '^-?[0-9]+(\\.[0-9]+)?$' AND ${b} ~ '^-?[0-9]+(\\.[0-9]+)?$' THEN ${a}::numeric > ${b}::numeric
+		ELSE ${a} COLLATE "C" > ${b} COLLATE "C" END)`;
+
+const idKey = (ns: string, key: string, step: string) => `${ns}\u0000${key}\u0000${step}`;
+
+export class PostgresLedger implements Ledger {
+	private readonly pool: Pool;
+	private readonly t: TableNames;
+	private readonly table: string;
+	private readonly chunkSize: number;
+	private schemaReady: Promise<void> | null = null;
+	private trips = 0;
+	private readonly sql: { claim: string; record: string };
+
+	constructor(options: PostgresLedgerOptions) {
+		this.pool = options.pool;
+		const schema = assertIdentifier(options.schema ?? 'public', 'schema name');
+		this.table = assertIdentifier(options.table ?? 'idempotency_ledger', 'table name');
+		if (this.table.length > 50) assertIdentifier(`${this.table}_checkpoints`, 'table name');
+		this.t = tableNames(schema, this.table);
+		this.chunkSize = options.chunkSize ?? DEFAULT_CHUNK;
+		this.sql = { claim: this.claimSql(), record: this.recordSql() };
+	}
+
+	get roundTrips(): number {
+		return this.trips;
+	}
+
+	get tables(): TableNames {
+		return this.t;
+	}
+
+	private async query<R extends QueryResultRow = QueryResultRow>(
+		text: string,
+		values: unknown[] = [],
+		client?: PoolClient,
+	): Promise<R[]> {
+		this.trips++;
+		try {
+			const res = await (client ?? this.pool).query<R>(text, values);
+			return res.rows;
+		} catch (error) {
+			throw toUnavailable(error, this.t);
+		}
+	}
+
+	ensureSchema(): Promise<void> {
+		this.schemaReady ??= this.migrate().catch((error) => {
+			this.schemaReady = null;
+			throw error;
+		});
+		return this.schemaReady;
+	}
+
+	private async migrate(): Promise<void> {
+		const steps = migrations(this.t, this.table);
+		// Fast path, no lock: the schema is already current.
+		const current = await this.query<{ v: number | null }>(
+			`SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL ELSE 0 END AS v`,
+			[this.t.migrations],
+		);
+		if (current[0].v !== null) {
+			const rows = await this.query<{ v: number }>(`SELECT coalesce(max(version), 0) AS v FROM ${this.t.migrations}`);
+			if (rows[0].v >= steps.length) return;
+		}
+		let client: PoolClient;
+		try {
+			client = await this.pool.connect();
+		} catch (error) {
+			throw toUnavailable(error, this.t);
+		}
+		try {
+			await this.query('BEGIN', [], client);
+			await this.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [this.t.lockKey], client);
+			await this.query(`CREATE SCHEMA IF NOT EXISTS "${this.t.schema}"`, [], client);
+			await this.query(
+				`CREATE TABLE IF NOT EXISTS ${this.t.migrations} (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+				[],
+				client,
+			);
+			const rows = await this.query<{ v: number }>(
+				`SELECT coalesce(max(version), 0) AS v FROM ${this.t.migrations}`,
+				[],
+				client,
+			);
+			for (let v = rows[0].v + 1; v <= steps.length; v++) {
+				await this.query(steps[v - 1], [], client);
+				await this.query(`INSERT INTO ${this.t.migrations} (version) VALUES ($1)`, [v], client);
+			}
+			await this.query('COMMIT', [], client);
+		} catch (error) {
+			await client.query('ROLLBACK').catch(() => undefined);
+			throw error;
+		} finally {
+			client.release();
+		}
+	}
+
+	private claimSql(): string {
+		const t = this.t;
+		// $1..$5 arrays (namespace, key, step, fingerprint, version), $6 status, $7 holder,
+		// $8 lease ms, $9 ttl ms, $10 mode.
+		const fpOk = `(l.fingerprint IS NULL OR excluded.fingerprint IS NULL OR l.fingerprint = excluded.fingerprint)`;
+		return `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS i(ns, k, st, fp, ver)
+),
+claimed AS (
+	INSERT INTO ${t.ledger} AS l (namespace, key, step, status, lease_holder, lease_expires_at, fingerprint, version,
+		attempts, first_seen_at, updated_at, expires_at)
+	SELECT i.ns, i.k, i.st, $6, $7, CASE WHEN $6 = 'in_progress' THEN now() + $8 * interval '1 millisecond' END,
+		i.fp, i.ver, 1, now(), now(), now() + $9 * interval '1 millisecond'
+	FROM input i ORDER BY i.ns, i.k, i.st
+	ON CONFLICT (namespace, key, step) DO UPDATE SET
+		status = excluded.status,
+		lease_holder = excluded.lease_holder,
+		lease_expires_at = excluded.lease_expires_at,
+		fingerprint = excluded.fingerprint,
+		version = excluded.version,
+		previous_status = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.status END,
+		attempts = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.attempts + 1 END,
+		first_seen_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.first_seen_at END,
+		external_id = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.external_id END,
+		result = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.result END,
+		updated_at = now(),
+		expires_at = excluded.expires_at
+	WHERE l.expires_at <= now()
+		OR ($10 = 'newer' AND ${isNewer('excluded.version', 'l.version')}
+			AND NOT (l.status = 'in_progress' AND l.lease_expires_at > now()))
+		OR (${fpOk} AND ((l.status = 'in_progress' AND l.lease_expires_at <= now()) OR l.status = 'failed_retryable'))
+	RETURNING l.*
+),
+blocked AS (
+	INSERT INTO ${t.counters} AS c (namespace, duplicates_blocked)
+	SELECT i.ns, count(*) FROM input i
+	WHERE NOT EXISTS (SELECT 1 FROM claimed c2 WHERE c2.namespace = i.ns AND c2.key = i.k AND c2.step = i.st)
+	GROUP BY i.ns ORDER BY i.ns
+	ON CONFLICT (namespace) DO UPDATE SET duplicates_blocked = c.duplicates_blocked + excluded.duplicates_blocked, updated_at = now()
+)
+SELECT ${recordColumns('c', 'c_')}, ${recordColumns('e', 'e_')}
+FROM input i
+LEFT JOIN claimed c ON c.namespace = i.ns AND c.key = i.k AND c.step = i.st
+LEFT JOIN ${t.ledger} e ON c.key IS NULL AND e.namespace = i.ns AND e.key = i.k AND e.step = i.st`;
+	}
+
+	async claim(requests: ClaimRequest[], options: ClaimOptions): Promise<ClaimOutcome[]> {
+		await this.ensureSchema();
+		const { unique, outcomes } = resolveBatch(requests);
+		for (let start = 0; start < unique.length; start += this.chunkSize) {
+			await this.claimChunk(unique.slice(start, start + this.chunkSize), requests, outcomes, options);
+		}
+		return outcomes as ClaimOutcome[];
+	}
+
+	private async claimChunk(
+		indexes: number[],
+		requests: ClaimRequest[],
+		outcomes: Array<ClaimOutcome | undefined>,
+		options: ClaimOptions,
+	): Promise<void> {
+		let pending = indexes;
+		for (let attempt = 0; pending.length > 0; attempt++) {
+			if (attempt >= 5) {
+				throw new LedgerError(
+					'The ledger kept changing under a claim and no answer could be settled',
+					'Run the workflow again; if it keeps happening, check for jobs that delete ledger rows.',
+				);
+			}
+			const rows = await this.query(this.sql.claim, [
+				...columns(pending.map((i) => requests[i])),
+				options.mode === 'lease' ? 'in_progress' : 'completed',
+				options.mode === 'lease' ? options.holder : null,
+				options.leaseMs,
+				options.ttlMs,
+				options.mode,
+			]);
+			const byId = new Map<string, QueryResultRow>();
+			for (const row of rows) {
+				const id = row.c_key !== null ? idKey(row.c_namespace, row.c_key, row.c_step) : row.e_key !== null ? idKey(row.e_namespace, row.e_key, row.e_step) : null;
+				if (id) byId.set(id, row);
+			}
+			const unresolved: number[] = [];
+			for (const index of pending) {
+				const r = requests[index];
+				const row = byId.get(idKey(r.namespace, r.key, r.step));
+				if (row && row.c_key !== null) {
+					const record = toRecord(row, 'c_');
+					outcomes[index] = { kind: 'claimed', record, previousStatus: record.previousStatus };
+				} else if (row && row.e_key !== null) {
+					outcomes[index] = classifyExisting(toRecord(row, 'e_'), r, options.mode);
+				} else {
+					unresolved.push(index);
+				}
+			}
+			// A row committed by a concurrent claim after this statement's snapshot blocks the
+			// insert but is invisible to the join. Read it with a fresh snapshot.
+			if (unresolved.length > 0) {
+				const fresh = await this.fetchMany(unresolved.map((i) => requests[i]));
+				pending = [];
+				for (const index of unresolved) {
+					const r = requests[index];
+					const record = fresh.get(idKey(r.namespace, r.key, r.step));
+					if (record && record.expiresAt.getTime() > Date.now()) {
+						outcomes[index] = classifyExisting(record, r, options.mode);
+					} else {
+						pending.push(index);
+					}
+				}
+			} else {
+				pending = [];
+			}
+		}
+	}
+
+	private async fetchMany(ids: ClaimRequest[]): Promise<Map<string, LedgerRecord>> {
+		const [ns, k, st] = columns(ids);
+		const rows = await this.query(
+			`SELECT ${recordColumns('l')} FROM ${this.t.ledger} l
+			 JOIN unnest($1::text[], $2::text[], $3::text[]) AS i(ns, k, st) ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st`,
+			[ns, k, st],
+		);
+		return new Map(rows.map((row) => [idKey(row.namespace, row.key, row.step), toRecord(row)]));
+	}
+
+	private recordSql(): string {
+		return `
+INSERT INTO ${this.t.ledger} AS l (namespace, key, step, status, fingerprint, external_id, result, attempts,
+	first_seen_at, updated_at, expires_at)
+SELECT i.ns, i.k, i.st, i.s, i.fp, i.ext, i.res, 1, now(), now(), now() + $8 * interval '1 millisecond'
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[]) AS i(ns, k, st, s, fp, ext, res)
+ORDER BY i.ns, i.k, i.st
+ON CONFLICT (namespace, key, step) DO UPDATE SET
+	status = excluded.status,
+	lease_holder = NULL,
+	lease_expires_at = NULL,
+	fingerprint = coalesce(excluded.fingerprint, CASE WHEN l.expires_at <= now() THEN NULL ELSE l.fingerprint END),
+	external_id = excluded.external_id,
+	result = excluded.result,
+	attempts = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.attempts END,
+	first_seen_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.first_seen_at END,
+	updated_at = now(),
+	expires_at = excluded.expires_at
+WHERE $9::text IS NULL OR l.expires_at <= now() OR l.status <> 'in_progress'
+	OR l.lease_holder = $9 OR l.lease_expires_at <= now()
+RETURNING ${recordColumns('l')}`;
+	}
+
+	async record(requests: RecordRequest[], options: RecordOptions): Promise<Array<LedgerRecord | null>> {
+		await this.ensureSchema();
+		// Last write per row wins inside one call.
+		const last = new Map<string, number>();
+		requests.forEach((r, i) => last.set(idKey(r.namespace, r.key, r.step), i));
+		const unique = [...last.values()].sort((a, b) => a - b);
+		const written = new Map<string, LedgerRecord>();
+		for (let start = 0; start < unique.length; start += this.chunkSize) {
+			const chunk = unique.slice(start, start + this.chunkSize).map((i) => requests[i]);
+			const rows = await this.query(this.sql.record, [
+				chunk.map((r) => r.namespace),
+				chunk.map((r) => r.key),
+				chunk.map((r) => r.step),
+				chunk.map((r) => r.status),
+				chunk.map((r) => r.fingerprint ?? null),
+				chunk.map((r) => (r.externalId === undefined || r.externalId === null ? null : String(r.externalId))),
+				chunk.map((r) => (r.result === undefined ? null : JSON.stringify(r.result))),
+				options.ttlMs,
+				options.holder ?? null,
+			]);
+			for (const row of rows) written.set(idKey(row.namespace, row.key, row.step), toRecord(row));
+		}
+		return requests.map((r) => written.get(idKey(r.namespace, r.key, r.step)) ?? null);
+	}
+
+	async get(namespace: string, key: string): Promise<LedgerRecord[]> {
+		await this.ensureSchema();
+		const rows = await this.query(
+			`SELECT ${recordColumns('l')} FROM ${this.t.ledger} l
+			 WHERE l.namespace = $1 AND l.key = $2 AND l.expires_at > now() ORDER BY l.step`,
+			[namespace, key],
+		);
+		return rows.map((row) => toRecord(row));
+	}
+
+	async list(filter: ListFilter): Promise<ListPage> {
+		await this.ensureSchema();
+		const cursor = decodeCursor(filter.cursor);
+		const rows = await this.query(
+			`SELECT ${recordColumns('l')}, l.updated_at::text AS cursor_at FROM ${this.t.ledger} l
+			 WHERE l.expires_at > now()
+			   AND ($1::text IS NULL OR l.namespace = $1)
+			   AND ($2::text IS NULL OR l.status = $2)
+			   AND (NOT $3::boolean OR (l.status = 'in_progress' AND l.lease_expires_at <= now()))
+			   AND ($4::timestamptz IS NULL OR l.updated_at < $4)
+			   AND ($5::timestamptz IS NULL OR (l.updated_at, l.namespace, l.key, l.step) > ($5::timestamptz, $6::text, $7::text, $8::text))
+			 ORDER BY l.updated_at, l.namespace, l.key, l.step
+			 LIMIT $9`,
+			[
+				filter.namespace ?? null,
+				filter.status ?? null,
+				filter.stuckOnly === true,
+				filter.updatedBefore ?? null,
+				cursor?.[0] ?? null,
+				cursor?.[1] ?? null,
+				cursor?.[2] ?? null,
+				cursor?.[3] ?? null,
+				filter.limit + 1,
+			],
+		);
+		const more = rows.length > filter.limit;
+		const page = more ? rows.slice(0, filter.limit) : rows;
+		const tail = page[page.length - 1];
+		return {
+			records: page.map((row) => toRecord(row)),
+			nextCursor: more ? encodeCursor([tail.cursor_at, tail.namespace, tail.key, tail.step]) : null,
+		};
+	}
+
+	async release(namespace: string, key: string, step: string | null, releasedBy: string): Promise<number> {
+		await this.ensureSchema();
+		const rows = await this.query(
+			`WITH d AS (
+				DELETE FROM ${this.t.ledger} WHERE namespace = $1 AND key = $2 AND ($3::text IS NULL OR step = $3)
+				RETURNING namespace, key, step, status, expires_at > now() AS live
+			)
+			INSERT INTO ${this.t.audit} (namespace, key, step, action, actor, detail)
+			SELECT namespace, key, step, 'release', $4, jsonb_build_object('status', status) FROM d WHERE live
+			RETURNING 1`,
+			[namespace, key, step, releasedBy],
+		);
+		return rows.length;
+	}
+
+	async purgeExpired(limit: number): Promise<number> {
+		await this.ensureSchema();
+		const rows = await this.query<{ n: number }>(
+			`WITH victims AS (
+				SELECT namespace, key, step FROM ${this.t.ledger} WHERE expires_at <= now()
+				LIMIT $1 FOR UPDATE SKIP LOCKED
+			), d AS (
+				DELETE FROM ${this.t.ledger} l USING victims v
+				WHERE l.namespace = v.namespace AND l.key = v.key AND l.step = v.step AND l.expires_at <= now()
+				RETURNING 1
+			) SELECT count(*)::int AS n FROM d`,
+			[limit],
+		);
+		return rows[0].n;
+	}
+
+	async stats(namespace: string): Promise<NamespaceStats> {
+		await this.ensureSchema();
+		const rows = await this.query(
+			`SELECT s.status, s.n, s.stuck, (extract(epoch FROM s.oldest) * 1000)::float8 AS oldest,
+				(SELECT duplicates_blocked FROM ${this.t.counters} WHERE namespace = $1)::float8 AS blocked
+			 FROM (SELECT NULL::text AS status, 0::int AS n, 0::int AS stuck, NULL::timestamptz AS oldest
+			       UNION ALL
+			       SELECT status, count(*)::int,
+			              count(*) FILTER (WHERE status = 'in_progress' AND lease_expires_at <= now())::int,
+			              min(first_seen_at) FILTER (WHERE status = 'in_progress')
+			       FROM ${this.t.ledger} WHERE namespace = $1 AND expires_at > now() GROUP BY status) s`,
+			[namespace],
+		);
+		const byStatus = Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<Status, number>;
+		let stuck = 0;
+		let oldest: Date | null = null;
+		for (const row of rows) {
+			if (row.status === null) continue;
+			byStatus[row.status as Status] = row.n;
+			stuck += row.stuck;
+			if (row.oldest !== null) oldest = new Date(row.oldest);
+		}
+		return { namespace, byStatus, duplicatesBlocked: rows[0].blocked ?? 0, oldestInProgressAt: oldest, stuck };
+	}
+
+	async getCheckpoint(namespace: string, name: string): Promise<Checkpoint | null> {
+		await this.ensureSchema();
+		const rows = await this.query(
+			`SELECT namespace, name, value, updated_at, updated_by FROM ${this.t.checkpoints} WHERE namespace = $1 AND name = $2`,
+			[namespace, name],
+		);
+		return rows[0] ? toCheckpoint(rows[0]) : null;
+	}
+
+	async setCheckpoint(
+		namespace: string,
+		name: string,
+		value: string,
+		options: { force: boolean; updatedBy: string | null },
+	): Promise<Checkpoint> {
+		await this.ensureSchema();
+		const rows = await this.query(
+			`INSERT INTO ${this.t.checkpoints} AS cp (namespace, name, value, updated_by) VALUES ($1, $2, $3, $5)
+			 ON CONFLICT (namespace, name) DO UPDATE SET value = excluded.value, updated_at = now(), updated_by = excluded.updated_by
+			 WHERE $4::boolean OR NOT ${isNewer('cp.value', 'excluded.value')}
+			 RETURNING namespace, name, value, updated_at, updated_by`,
+			[namespace, name, value, options.force, options.updatedBy],
+		);
+		if (rows[0]) return toCheckpoint(rows[0]);
+		const current = await this.getCheckpoint(namespace, name);
+		throw new CheckpointRegressionError(current?.value ?? '', value);
+	}
+
+	async close(): Promise<void> {
+		await this.pool.end();
+	}
+}
+
+function columns(requests: ClaimRequest[]): [string[], string[], string[], Array<string | null>, Array<string | null>] {
+	const n = requests.length;
+	const ns = new Array<string>(n);
+	const k = new Array<string>(n);
+	const st = new Array<string>(n);
+	const fp = new Array<string | null>(n);
+	const ver = new Array<string | null>(n);
+	for (let i = 0; i < n; i++) {
+		const r = requests[i];
+		ns[i] = r.namespace;
+		k[i] = r.key;
+		st[i] = r.step;
+		fp[i] = r.fingerprint;
+		ver[i] = r.version ?? null;
+	}
+	return [ns, k, st, fp, ver];
+}
+
+function toCheckpoint(row: QueryResultRow): Checkpoint {
+	return {
+		namespace: row.namespace,
+		name: row.name,
+		value: row.value,
+		updatedAt: new Date(row.updated_at),
+		updatedBy: row.updated_by,
+	};
+}
+
+const encodeCursor = (parts: string[]) => Buffer.from(JSON.stringify(parts)).toString('base64url');
+
+function decodeCursor(cursor: string | null | undefined): string[] | null {
+	if (!cursor) return null;
+	try {
+		const parts = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+		if (Array.isArray(parts) && parts.length === 4 && parts.every((p) => typeof p === 'string')) return parts;
+	} catch {
+		// fall through
+	}
+	throw new LedgerError('The page cursor is not one this ledger made', 'Leave the cursor empty to start from the first page.');
+}

@@ -1,0 +1,107 @@
+import { createHash } from 'crypto';
+import { Pool, type PoolConfig } from 'pg';
+
+import { PostgresLedger } from './PostgresLedger';
+
+export type SslMode = 'disable' | 'require' | 'verify-full';
+
+export interface PostgresSettings {
+	host: string;
+	port: number;
+	database: string;
+	user: string;
+	password: string;
+	ssl: SslMode;
+	/** PEM text of the CA that signed the server certificate (verify-full). */
+	ca?: string;
+	/** Only for `require`: whether to reject a certificate that does not verify. */
+	rejectUnauthorized?: boolean;
+	schema: string;
+	table: string;
+	poolSize: number;
+	/** Milliseconds to wait for a connection before failing closed. */
+	connectTimeoutMs?: number;
+}
+
+export function poolConfig(s: PostgresSettings): PoolConfig {
+	const ssl =
+		s.ssl === 'disable'
+			? false
+			: s.ssl === 'verify-full'
+				? { rejectUnauthorized: true, ca: s.ca || undefined }
+				: { rejectUnauthorized: s.rejectUnauthorized ?? false, ca: s.ca || undefined };
+	return {
+		host: s.host,
+		port: s.port,
+		database: s.database,
+		user: s.user,
+		password: s.password,
+		ssl,
+		max: s.poolSize,
+		idleTimeoutMillis: 30_000,
+		connectionTimeoutMillis: s.connectTimeoutMs ?? 10_000,
+		application_name: 'n8n-nodes-idempotency',
+	};
+}
+
+interface Entry {
+	ledger: PostgresLedger;
+	pool: Pool;
+	lastUsed: number;
+}
+
+const IDLE_DROP_MS = 15 * 60_000;
+const cache = new Map<string, Entry>();
+let sweeper: NodeJS.Timeout | null = null;
+
+/** The cache key: a hash of every connection setting, so the password never sits in a map key. */
+export const settingsKey = (s: PostgresSettings, scope = 'postgres') =>
+	createHash('sha256').update(JSON.stringify([scope, s])).digest('hex');
+
+/**
+ * One pool per distinct credential, reused across executions. A pool whose connections have
+ * all gone idle and that nobody asked for in 15 minutes is closed.
+ */
+export function postgresLedger(settings: PostgresSettings): PostgresLedger {
+	const key = settingsKey(settings);
+	let entry = cache.get(key);
+	if (!entry) {
+		const pool = new Pool(poolConfig(settings));
+		// An idle client that loses its server must not crash the n8n process.
+		pool.on('error', () => undefined);
+		entry = {
+			pool,
+			ledger: new PostgresLedger({ pool, schema: settings.schema, table: settings.table }),
+			lastUsed: Date.now(),
+		};
+		cache.set(key, entry);
+		startSweeper();
+	}
+	entry.lastUsed = Date.now();
+	return entry.ledger;
+}
+
+function startSweeper() {
+	if (sweeper) return;
+	sweeper = setInterval(() => {
+		const now = Date.now();
+		for (const [key, entry] of cache) {
+			if (now - entry.lastUsed > IDLE_DROP_MS && entry.pool.totalCount === 0 && entry.pool.waitingCount === 0) {
+				cache.delete(key);
+				void entry.pool.end().catch(() => undefined);
+			}
+		}
+		if (cache.size === 0 && sweeper) {
+			clearInterval(sweeper);
+			sweeper = null;
+		}
+	}, 60_000);
+	sweeper.unref();
+}
+
+/** Close every cached pool (tests and shutdown). */
+export async function closeAllPostgresLedgers(): Promise<void> {
+	const entries = [...cache.values()];
+	cache.clear();
+	await Promise.all(entries.map((e) => e.pool.end().catch(() => undefined)));
+}

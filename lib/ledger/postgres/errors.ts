@@ -1,0 +1,94 @@
+import { LedgerError, LedgerUnavailableError } from '../errors';
+import type { TableNames } from './schema';
+
+/**
+ * Turns driver and network errors into messages a person can act on. Never includes the
+ * password or the connection string.
+ */
+export function toUnavailable(error: unknown, tables?: TableNames): Error {
+	if (error instanceof LedgerError) return error;
+	const e = error as { code?: string; message?: string };
+	const code = e?.code;
+	const where = tables ? ` (${tables.ledger})` : '';
+	switch (code) {
+		case 'ECONNREFUSED':
+			return new LedgerUnavailableError(
+				'The ledger database refused the connection',
+				'Check that PostgreSQL is running and that the host and port in the ledger credential are right.',
+				code,
+			);
+		case 'ENOTFOUND':
+		case 'EAI_AGAIN':
+			return new LedgerUnavailableError(
+				'The ledger database host name could not be found',
+				'Check the host in the ledger credential for typos, and that this machine can resolve it.',
+				code,
+			);
+		case 'ETIMEDOUT':
+		case 'ECONNRESET':
+		case 'EHOSTUNREACH':
+			return new LedgerUnavailableError(
+				'The ledger database did not answer in time',
+				'Check the network path and firewall between n8n and PostgreSQL, and that the port is right.',
+				code,
+			);
+		case '28P01':
+			return new LedgerUnavailableError(
+				'The ledger database rejected the user name or password',
+				'Check the user and password in the ledger credential.',
+				code,
+			);
+		case '28000':
+			return new LedgerUnavailableError(
+				'The ledger database does not allow this user to connect from here',
+				'Ask the database administrator to allow this user and host in pg_hba.conf, or check the SSL setting.',
+				code,
+			);
+		case '3D000':
+			return new LedgerUnavailableError(
+				'The ledger database named in the credential does not exist',
+				'Check the database name in the ledger credential, or create the database first.',
+				code,
+			);
+		case '42501':
+			return new LedgerUnavailableError(
+				`The ledger user has no permission to create or use the ledger tables${where}`,
+				'Grant the user CREATE on the schema (or create the tables once as an administrator) and USAGE, SELECT, INSERT, UPDATE, DELETE on them.',
+				code,
+			);
+		case '3F000':
+			return new LedgerUnavailableError(
+				`The schema of the ledger does not exist and could not be created${where}`,
+				'Check the schema name in the ledger credential, or create it as an administrator.',
+				code,
+			);
+		case '53300':
+			return new LedgerUnavailableError(
+				'The ledger database has no free connections',
+				'Lower the pool size in the ledger credential, or raise max_connections in PostgreSQL.',
+				code,
+			);
+		case '57P01':
+		case '57P03':
+			return new LedgerUnavailableError(
+				'The ledger database is shutting down or starting up',
+				'Wait until PostgreSQL is up again, then retry the execution.',
+				code,
+			);
+	}
+	if (typeof e?.message === 'string' && /timeout exceeded when trying to connect/i.test(e.message)) {
+		return new LedgerUnavailableError(
+			'No connection to the ledger database could be had in time',
+			'Check that PostgreSQL is reachable, or raise the pool size if many executions run at once.',
+			'POOL_TIMEOUT',
+		);
+	}
+	if (typeof e?.message === 'string' && /SSL|certificate|self[- ]signed/i.test(e.message)) {
+		return new LedgerUnavailableError(
+			`The secure (SSL) connection to the ledger database failed: ${e.message}`,
+			'Check the SSL mode and CA certificate in the ledger credential.',
+			code,
+		);
+	}
+	return error instanceof Error ? error : new Error(String(error));
+}

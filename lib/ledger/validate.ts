@@ -1,0 +1,61 @@
+import { LedgerInputError } from './errors';
+import type { RowId } from './types';
+
+export const MAX_KEY_LENGTH = 512;
+export const MAX_NAMESPACE_LENGTH = 200;
+export const MAX_STEP_LENGTH = 200;
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** A schema or table name: letters, digits and underscores, starting with a letter or underscore, at most 63 characters. */
+export function assertIdentifier(value: unknown, what: string): string {
+	if (typeof value !== 'string' || !IDENTIFIER.test(value)) {
+		throw new LedgerInputError(
+			`The ${what} ${JSON.stringify(value)} is not a valid name`,
+			`Use letters, digits and underscores only, start with a letter or underscore, and keep it to 63 characters (for example "idempotency_ledger").`,
+		);
+	}
+	return value;
+}
+
+function assertText(value: unknown, what: string, max: number, allowEmpty: boolean): string {
+	if (typeof value !== 'string') {
+		const shown = value === undefined ? 'nothing' : value === null ? 'null' : `a ${Array.isArray(value) ? 'list' : typeof value}`;
+		throw new LedgerInputError(
+			`The ${what} must be text, but it is ${shown}`,
+			`Check the ${what} parameter: it should resolve to a string such as an event or order id.`,
+		);
+	}
+	if (!allowEmpty && value.trim() === '') {
+		throw new LedgerInputError(
+			`The ${what} is empty`,
+			`Check the ${what} parameter: the field it points at is missing or blank on this item.`,
+		);
+	}
+	if (value.length > max) {
+		throw new LedgerInputError(
+			`The ${what} is ${value.length} characters long; the limit is ${max}`,
+			`Use a shorter ${what}, or let the node hash the fields instead.`,
+		);
+	}
+	return value;
+}
+
+export const assertKey = (value: unknown): string => assertText(value, 'key', MAX_KEY_LENGTH, false);
+export const assertNamespace = (value: unknown): string =>
+	assertText(value, 'namespace', MAX_NAMESPACE_LENGTH, false);
+export const assertStep = (value: unknown): string => assertText(value, 'step', MAX_STEP_LENGTH, true);
+
+export function assertRowId(id: RowId): RowId {
+	assertNamespace(id.namespace);
+	assertKey(id.key);
+	assertStep(id.step);
+	return id;
+}
+
+export function assertPositive(value: number, what: string): number {
+	if (!Number.isFinite(value) || value <= 0) {
+		throw new LedgerInputError(`The ${what} must be a positive number, not ${value}`);
+	}
+	return value;
+}

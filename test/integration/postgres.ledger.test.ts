@@ -1,0 +1,4 @@
+import { describeLedgerContract } from './ledger.contract';
+import { freshPostgresLedger } from '../support/db';
+
+describeLedgerContract('PostgreSQL', freshPostgresLedger);

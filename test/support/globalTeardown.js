@@ -1,0 +1,3 @@
+module.exports = async () => {
+	if (globalThis.__EMBEDDED_PG__) await globalThis.__EMBEDDED_PG__.stop();
+};
