@@ -1,0 +1,30 @@
+import type { IDataObject } from 'n8n-workflow';
+
+import type { LedgerRecord } from '../ledger/types';
+
+/** Every node adds its ledger facts to an output item under this one field. */
+export const FACTS_FIELD = 'idempotency';
+
+export type Outcome = 'new' | 'duplicate' | 'in_progress' | 'mismatch' | 'unverified';
+
+const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+
+export function factsOf(outcome: Outcome, namespace: string, key: string, step: string, record: LedgerRecord | null): IDataObject {
+	return {
+		outcome,
+		namespace,
+		key,
+		step,
+		status: record?.status ?? null,
+		firstSeenAt: iso(record?.firstSeenAt),
+		updatedAt: iso(record?.updatedAt),
+		expiresAt: iso(record?.expiresAt),
+		attempts: record?.attempts ?? null,
+		leaseHolder: record?.leaseHolder ?? null,
+		leaseExpiresAt: iso(record?.leaseExpiresAt),
+		previousStatus: record?.previousStatus ?? null,
+		externalId: record?.externalId ?? null,
+		result: (record?.result ?? null) as IDataObject | null,
+		version: record?.version ?? null,
+	};
+}

@@ -1,0 +1,49 @@
+import { execFile } from 'child_process';
+import path from 'path';
+import { promisify } from 'util';
+
+import { freshPostgresLedger } from '../support/db';
+
+const run = promisify(execFile);
+const CHILD = path.join(__dirname, 'fixtures', 'pg-claim-child.js');
+const PROCESSES = 6;
+const KEYS = 1000;
+const ROUNDS = 5;
+
+/**
+ * Several OS processes, each with its own connection pool, claim the same 1,000 keys at the same
+ * instant. Every key must be won exactly once across all of them.
+ */
+describe('PostgreSQL claims under a multi-process race', () => {
+	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
+	beforeAll(async () => {
+		fx = await freshPostgresLedger();
+	});
+	afterAll(async () => fx && (await fx.dispose()));
+
+	for (const mode of ['lease', 'seen'] as const) {
+		test(`${PROCESSES} processes x ${KEYS} keys x ${ROUNDS} rounds, mode ${mode}: each key won exactly once`, async () => {
+			for (let round = 0; round < ROUNDS; round++) {
+				const namespace = `race-${mode}-${round}-${Date.now()}`;
+				const startAt = Date.now() + 1500;
+				const children = Array.from({ length: PROCESSES }, (_, p) =>
+					run(process.execPath, [CHILD, fx.table, namespace, String(KEYS), String(startAt), mode, String(round * 100 + p)], {
+						env: process.env,
+					}),
+				);
+				const results = (await Promise.all(children)).map((r) => JSON.parse(r.stdout) as { pid: number; won: string[] });
+				const wins = new Map<string, number>();
+				for (const r of results) for (const key of r.won) wins.set(key, (wins.get(key) ?? 0) + 1);
+				const total = results.reduce((n, r) => n + r.won.length, 0);
+				expect(total).toBe(KEYS);
+				expect(wins.size).toBe(KEYS);
+				expect([...wins.values()].every((n) => n === 1)).toBe(true);
+				console.log(`${mode} round ${round}: wins per process ${results.map((r) => r.won.length).join(", ")}`);
+				// The race was real: more than one process won something.
+				expect(results.filter((r) => r.won.length > 0).length).toBeGreaterThan(1);
+				const { rows } = await fx.pool.query(`SELECT count(*)::int AS n FROM "${fx.table}" WHERE namespace = $1`, [namespace]);
+				expect(rows[0].n).toBe(KEYS);
+			}
+		}, 120_000);
+	}
+});

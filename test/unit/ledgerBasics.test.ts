@@ -1,0 +1,57 @@
+import { fingerprint, normalize } from '../../lib/ledger/fingerprint';
+import { toMilliseconds } from '../../lib/ledger/duration';
+import { assertIdentifier, assertKey, MAX_KEY_LENGTH } from '../../lib/ledger/validate';
+import { PostgresLedger } from '../../lib/ledger/postgres/PostgresLedger';
+import { postgresSettingsFrom } from '../../lib/n8n/postgresCredential';
+
+describe('normalization and fingerprints', () => {
+	test('key order and surrounding whitespace do not matter', () => {
+		expect(normalize({ b: 1, a: { d: ' x ', c: [2, 1] } })).toBe(normalize({ a: { c: [2, 1], d: 'x' }, b: 1 }));
+		expect(fingerprint({ text: 'a\r\nb' })).toBe(fingerprint({ text: 'a\nb' }));
+	});
+	test('content does matter', () => {
+		expect(fingerprint({ a: 1 })).not.toBe(fingerprint({ a: 2 }));
+		expect(fingerprint([1, 2])).not.toBe(fingerprint([2, 1]));
+		expect(fingerprint({ a: '1' })).not.toBe(fingerprint({ a: 1 }));
+	});
+	test('undefined members are dropped, like JSON', () => {
+		expect(normalize({ a: 1, b: undefined })).toBe(normalize({ a: 1 }));
+	});
+});
+
+describe('validation', () => {
+	test.each(['idempotency_ledger', '_x', 'A1'])('identifier %s is accepted', (name) => {
+		expect(assertIdentifier(name, 'table name')).toBe(name);
+	});
+	test.each(['', '1abc', 'a-b', 'a;drop table x', 'a"b', 'x'.repeat(64), null])('identifier %j is refused', (name) => {
+		expect(() => assertIdentifier(name, 'table name')).toThrow(/not a valid name/);
+	});
+	test('a ledger refuses a bad schema or table name before any SQL', () => {
+		expect(() => new PostgresLedger({ pool: {} as never, table: 'x; DROP TABLE y' })).toThrow(/table name/);
+		expect(() => new PostgresLedger({ pool: {} as never, schema: 'bad schema' })).toThrow(/schema name/);
+	});
+	test('keys', () => {
+		expect(assertKey('k')).toBe('k');
+		expect(() => assertKey('')).toThrow(/empty/);
+		expect(() => assertKey('   ')).toThrow(/empty/);
+		expect(() => assertKey(7)).toThrow(/must be text/);
+		expect(() => assertKey('x'.repeat(MAX_KEY_LENGTH + 1))).toThrow(/limit is 512/);
+	});
+	test('durations', () => {
+		expect(toMilliseconds(30, 'days', 'retention')).toBe(30 * 86_400_000);
+		expect(toMilliseconds('1.5', 'hours', 'lease')).toBe(5_400_000);
+		expect(() => toMilliseconds(0, 'days', 'retention')).toThrow(/positive number of days/);
+		expect(() => toMilliseconds('abc', 'days', 'retention')).toThrow(/positive/);
+	});
+	test('credential settings', () => {
+		expect(postgresSettingsFrom({ host: 'db', port: 5433, schema: 'ledger', table: 'keys' })).toMatchObject({
+			host: 'db',
+			port: 5433,
+			ssl: 'disable',
+			poolSize: 10,
+		});
+		expect(() => postgresSettingsFrom({ host: '' })).toThrow(/no host/);
+		expect(() => postgresSettingsFrom({ host: 'db', port: 70000 })).toThrow(/not a port/);
+		expect(() => postgresSettingsFrom({ host: 'db', table: 'bad-name' })).toThrow(/table name/);
+	});
+});
