@@ -1,4 +1,4 @@
-import { createHash } from 'crypto';
+import * as crypto from 'crypto';
 
 /**
  * Canonical JSON: object keys sorted, strings trimmed with line endings normalized,
@@ -6,23 +6,43 @@ import { createHash } from 'crypto';
  * in key order or in surrounding whitespace normalize to the same text.
  */
 export function normalize(value: unknown): string {
-	return JSON.stringify(canonical(value)) ?? 'null';
+	return write(value) ?? 'null';
 }
 
-function canonical(value: unknown): unknown {
-	if (typeof value === 'string') return value.replace(/\r\n?/g, '\n').trim();
-	if (value === null || typeof value !== 'object') return value;
-	if (value instanceof Date) return value.toISOString();
-	if (Array.isArray(value)) return value.map((v) => (v === undefined ? null : canonical(v)));
-	const out: Record<string, unknown> = {};
-	for (const name of Object.keys(value).sort()) {
-		const member = (value as Record<string, unknown>)[name];
-		if (member !== undefined) out[name] = canonical(member);
+const text = (s: string) => JSON.stringify(s.includes('\r') ? s.replace(/\r\n?/g, '\n').trim() : s.trim());
+
+function write(value: unknown): string | undefined {
+	switch (typeof value) {
+		case 'string':
+			return text(value);
+		case 'number':
+		case 'boolean':
+			return JSON.stringify(value);
+		case 'bigint':
+			return value.toString();
+		case 'object':
+			break;
+		default:
+			return undefined;
 	}
-	return out;
+	if (value === null) return 'null';
+	if (value instanceof Date) return JSON.stringify(value.toISOString());
+	if (Array.isArray(value)) return `[${value.map((v) => write(v) ?? 'null').join(',')}]`;
+	const names = Object.keys(value).sort();
+	let out = '';
+	for (const name of names) {
+		const member = write((value as Record<string, unknown>)[name]);
+		if (member === undefined) continue;
+		out += `${out ? ',' : ''}${JSON.stringify(name)}:${member}`;
+	}
+	return `{${out}}`;
 }
 
-export const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+// crypto.hash (Node >= 20.12) is a one-shot digest, several times cheaper per item than createHash.
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
+
+export const sha256 = (text: string): string =>
+	oneShot ? oneShot('sha256', text, 'hex') : crypto.createHash('sha256').update(text).digest('hex');
 
 /** SHA-256 of the normalized value, hex. */
 export const fingerprint = (value: unknown): string => sha256(normalize(value));

@@ -7,7 +7,20 @@ export const FACTS_FIELD = 'idempotency';
 
 export type Outcome = 'new' | 'duplicate' | 'in_progress' | 'mismatch' | 'unverified';
 
-const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+// Rows claimed by one statement share their timestamps; formatting each instant once keeps
+// 10,000-item batches cheap.
+const isoCache = new Map<number, string>();
+function iso(d: Date | null | undefined): string | null {
+	if (!d) return null;
+	const ms = d.getTime();
+	let text = isoCache.get(ms);
+	if (text === undefined) {
+		if (isoCache.size > 10_000) isoCache.clear();
+		text = d.toISOString();
+		isoCache.set(ms, text);
+	}
+	return text;
+}
 
 export function factsOf(outcome: Outcome, namespace: string, key: string, step: string, record: LedgerRecord | null): IDataObject {
 	return {

@@ -1,0 +1,20 @@
+// A minimal IExecuteFunctions for timing a node's own execute() outside n8n. It answers only
+// what our nodes ask for; parameters not given fall back to the node description's defaults.
+// (The real-engine figures come from `npm run bench:n8n`.)
+function nodeContext(nodeType, { parameters, items, credentials, executionId = 'bench', workflowId = 'bench-wf' }) {
+	const defaults = Object.fromEntries(nodeType.description.properties.map((p) => [p.name, p.default]));
+	const params = { ...defaults, ...parameters };
+	const node = { id: 'n1', name: nodeType.description.defaults.name, type: `n8n-nodes-idempotency.${nodeType.description.name}`, typeVersion: 1, position: [0, 0], parameters: params };
+	return {
+		getInputData: () => items,
+		getNode: () => node,
+		getNodeParameter: (name, _i, fallback) => (name in params ? params[name] : fallback),
+		continueOnFail: () => false,
+		getCredentials: async () => credentials,
+		getExecutionId: () => executionId,
+		getWorkflow: () => ({ id: workflowId, name: 'bench', active: false }),
+		addExecutionHints: () => undefined,
+	};
+}
+
+module.exports = { nodeContext };

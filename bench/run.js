@@ -1,0 +1,124 @@
+// npm run bench — claim throughput on the real PostgreSQL, in one process:
+//   raw SQL baseline (INSERT ... ON CONFLICT DO NOTHING over unnest, one statement),
+//   the ledger's claim, and the Dedupe Gate node's execute(), for 10,000 distinct keys
+//   (first sight) and the same 10,000 again (all duplicates). Median of several runs.
+const { Pool } = require('pg');
+const { PostgresLedger, postgresLedger, closeAllPostgresLedgers } = require('../dist/lib/ledger');
+const { DedupeGate } = require('../dist/nodes/DedupeGate/DedupeGate.node');
+
+const N = Number(process.env.BENCH_KEYS || 10_000);
+const RUNS = Number(process.env.BENCH_RUNS || 7);
+const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+const suffix = Date.now().toString(36);
+const table = `bench_${suffix}`;
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const time = async (fn) => {
+	const t0 = process.hrtime.bigint();
+	await fn();
+	return Number(process.hrtime.bigint() - t0) / 1e6;
+};
+
+function credentialsFrom(connectionString) {
+	const u = new URL(connectionString);
+	return { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1), user: decodeURIComponent(u.username), password: decodeURIComponent(u.password), ssl: 'disable', schema: 'public', table, poolSize: 10 };
+}
+
+async function main() {
+	const pool = new Pool({ connectionString: url, max: 4 });
+	const baselineTable = `${table}_raw`;
+	await pool.query(`CREATE TABLE ${baselineTable} (namespace text, key text, step text, PRIMARY KEY (namespace, key, step))`);
+	const credentials = credentialsFrom(url);
+	const gateLedger = postgresLedger(credentials);
+	await gateLedger.ensureSchema();
+	const ledger = new PostgresLedger({ pool, table });
+	await ledger.ensureSchema();
+	const gate = new DedupeGate();
+
+	const keys = (ns) => Array.from({ length: N }, (_, i) => `evt_${ns}_${i}`);
+	const scenarios = {
+		'raw SQL: INSERT ... ON CONFLICT DO NOTHING (unnest)': async (ns) => {
+			const k = keys(ns);
+			const trips = [];
+			const once = () => pool.query(
+				`INSERT INTO ${baselineTable} (namespace, key, step) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING`,
+				[k.map(() => ns), k, k.map(() => '')],
+			);
+			return { first: await time(once), dup: await time(once), trips: 1 };
+		},
+		'ledger.claim (mark seen)': async (ns) => {
+			const requests = keys(ns).map((key) => ({ namespace: ns, key, step: '', fingerprint: null }));
+			const opts = { mode: 'seen', holder: 'bench', leaseMs: 0, ttlMs: 86_400_000 };
+			const before = ledger.roundTrips;
+			const first = await time(() => ledger.claim(requests, opts));
+			const trips = ledger.roundTrips - before;
+			return { first, dup: await time(() => ledger.claim(requests, opts)), trips };
+		},
+		'ledger.claim (lease)': async (ns) => {
+			const requests = keys(ns).map((key) => ({ namespace: ns, key, step: '', fingerprint: null }));
+			const opts = { mode: 'lease', holder: 'bench', leaseMs: 600_000, ttlMs: 86_400_000 };
+			const before = ledger.roundTrips;
+			const first = await time(() => ledger.claim(requests, opts));
+			const trips = ledger.roundTrips - before;
+			return { first, dup: await time(() => ledger.claim(requests, opts)), trips };
+		},
+		'Dedupe Gate execute() (field "id", lease)': async (ns) => {
+			const items = keys(ns).map((id, i) => ({ json: { id, amount: i, customer: { email: `c${i}@example.com` } } }));
+			const ctx = nodeContext(gate, { parameters: { scope: 'shared', namespace: ns }, items, credentials });
+			const before = gateLedger.roundTrips;
+			let out;
+			const first = await time(async () => (out = await gate.execute.call(ctx)));
+			if (out[0].length !== N) throw new Error(`first sight: ${out[0].length} new, expected ${N}`);
+			const trips = gateLedger.roundTrips - before;
+			const dup = await time(async () => (out = await gate.execute.call(ctx)));
+			if (out[2].length !== N) throw new Error(`repeat: ${out[2].length} in progress, expected ${N}`);
+			return { first, dup, trips };
+		},
+	};
+
+	const rows = [];
+	for (const [name, run] of Object.entries(scenarios)) {
+		await run(`warm_${name.length}`);
+		const firsts = [];
+		const dups = [];
+		let trips = 0;
+		for (let r = 0; r < RUNS; r++) {
+			const res = await run(`r${r}_${name.length}_${suffix}`);
+			firsts.push(res.first);
+			dups.push(res.dup);
+			trips = res.trips;
+		}
+		rows.push({ name, first: median(firsts), dup: median(dups), trips });
+	}
+
+	// The webhook case: one item, after warm-up. How many ledger round trips does it add?
+	const one = nodeContext(gate, { parameters: { scope: 'shared', namespace: `one_${suffix}` }, items: [{ json: { id: 'evt_single' } }], credentials });
+	const before = gateLedger.roundTrips;
+	await gate.execute.call(one);
+	const oneItemTrips = gateLedger.roundTrips - before;
+
+	const base = rows[0];
+	const fmt = (ms) => `${Math.round(N / (ms / 1000)).toLocaleString('en-US')}/s (${ms.toFixed(1)} ms)`;
+	const lines = [
+		`Keys per run: ${N}; median of ${RUNS} runs; PostgreSQL ${(await pool.query('SHOW server_version')).rows[0].server_version}; Node ${process.version}`,
+		'',
+		'| scenario | first sight | ratio to raw SQL | all duplicates | ratio to raw SQL | round trips (10k) |',
+		'|---|---|---|---|---|---|',
+		...rows.map((r) => `| ${r.name} | ${fmt(r.first)} | ${(base.first / r.first).toFixed(2)} | ${fmt(r.dup)} | ${(base.dup / r.dup).toFixed(2)} | ${r.trips} |`),
+		'',
+		`One-item execution (the webhook case), warm: the gate made ${oneItemTrips} ledger round trip(s).`,
+	];
+	console.log(lines.join('\n'));
+
+	for (const t of [baselineTable, table, `${table}_counters`, `${table}_checkpoints`, `${table}_audit`, `${table}_migrations`]) {
+		await pool.query(`DROP TABLE IF EXISTS ${t}`);
+	}
+	await pool.end();
+	await closeAllPostgresLedgers();
+}
+
+const { nodeContext } = require('./context');
+main().catch((error) => {
+	console.error(error);
+	process.exit(1);
+});
