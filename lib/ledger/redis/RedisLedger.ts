@@ -1,0 +1,468 @@
+import type { ChainableCommander, Cluster, Redis } from 'ioredis';
+
+import { classifyExisting, resolveBatch } from '../claims';
+import { CheckpointRegressionError, LedgerError } from '../errors';
+import type {
+	Checkpoint,
+	ClaimOptions,
+	ClaimOutcome,
+	ClaimRequest,
+	Ledger,
+	LedgerRecord,
+	ListFilter,
+	ListPage,
+	NamespaceStats,
+	RecordOptions,
+	RecordRequest,
+	Status,
+} from '../types';
+import { STATUSES } from '../types';
+import { toUnavailable } from './errors';
+import { LAYOUT_VERSION, assertPrefix, member, namespaceKeys, registryKey, versionKey } from './keys';
+import { SCRIPTS, type ScriptName } from './scripts';
+
+export interface RedisLedgerOptions {
+	client: Redis | Cluster;
+	/** Start of every key name; letters, digits, dots, dashes, underscores. Default `idem`. */
+	prefix?: string;
+	/** Keys per script call (each call is atomic; all calls of one claim go out in one pipeline). */
+	chunkSize?: number;
+}
+
+const DEFAULT_CHUNK = 1000;
+const MAX_CHUNK = 5000;
+/** Index entries one list call examines at most, so that no call blocks Redis for long. */
+const LIST_BUDGET = 2000;
+/** Release audit entries kept per namespace (approximately). */
+const AUDIT_MAX = 10_000;
+const REGISTRY_PAGE = 100;
+
+interface Call {
+	name: ScriptName;
+	namespace: string;
+	keys: string[];
+	args: Array<string | number>;
+}
+
+type Packed = Array<string | number | null>;
+
+/** Optional text in script arguments: '' is null, anything else is prefixed with '='. */
+const opt = (v: string | null | undefined) => (v === null || v === undefined ? '' : `=${v}`);
+const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+const date = (v: unknown) => (v === null || v === undefined ? null : new Date(Number(v)));
+const idKey = (ns: string, key: string, step: string) => `${ns}\u0000${key}\u0000${step}`;
+
+function toRecord(namespace: string, p: Packed): LedgerRecord {
+	const [k, s, st, lh, le, fp, v, x, res, a, ps, fs, u, e] = p;
+	return {
+		namespace,
+		key: String(k),
+		step: String(s),
+		status: st as Status,
+		leaseHolder: text(lh),
+		leaseExpiresAt: date(le),
+		fingerprint: text(fp),
+		version: text(v),
+		externalId: text(x),
+		result: res === null || res === undefined ? null : JSON.parse(String(res)),
+		attempts: Number(a),
+		previousStatus: text(ps) as Status | null,
+		firstSeenAt: date(fs) as Date,
+		updatedAt: date(u) as Date,
+		expiresAt: date(e) as Date,
+	};
+}
+
+/**
+ * The ledger on Redis 5+ or Redis Cluster. Claims and records run as Lua scripts, one script call
+ * per chunk of keys of one namespace, all chunks of a call sent in one pipeline. Rows expire
+ * natively; the secondary indexes are cleaned lazily by get, list, stats and purgeExpired.
+ *
+ * Cluster mode: every key of a namespace shares the hash tag `{prefix:namespace}` (one slot), so
+ * each script stays on one node; a batch spanning several namespaces becomes one pipeline per
+ * namespace. list() without a namespace walks the namespace registry (`{prefix}:namespaces`, a
+ * sorted set on its own slot) in byte order and pages through each namespace in turn, so the
+ * pages come namespace by namespace, each ordered by updated_at.
+ */
+export class RedisLedger implements Ledger {
+	readonly prefix: string;
+	private readonly client: Redis;
+	private readonly isCluster: boolean;
+	private readonly chunkSize: number;
+	private readonly registry: string;
+	private ready: Promise<void> | null = null;
+	private trips = 0;
+	private lastConnectionError: unknown = null;
+
+	constructor(options: RedisLedgerOptions) {
+		// Redis and Cluster share the command API; one type keeps the calls simple.
+		this.client = options.client as Redis;
+		this.isCluster = (options.client as Cluster).isCluster === true;
+		this.prefix = assertPrefix(options.prefix ?? 'idem');
+		this.registry = registryKey(this.prefix);
+		this.chunkSize = Math.min(MAX_CHUNK, Math.max(1, Math.floor(options.chunkSize ?? DEFAULT_CHUNK)));
+		for (const [name, lua] of Object.entries(SCRIPTS)) {
+			if (typeof (this.client as unknown as Record<string, unknown>)[name] !== 'function') {
+				this.client.defineCommand(name, { lua });
+			}
+		}
+		// Keeps the real reason (refused, unknown host) for commands that then fail with "max retries".
+		this.client.on('error', (error) => {
+			this.lastConnectionError = error;
+		});
+		this.client.on('ready', () => {
+			this.lastConnectionError = null;
+		});
+	}
+
+	get roundTrips(): number {
+		return this.trips;
+	}
+
+	/** One command. */
+	private async send<T>(command: () => Promise<T>): Promise<T> {
+		this.trips++;
+		try {
+			return await command();
+		} catch (error) {
+			throw toUnavailable(error, this.lastConnectionError);
+		}
+	}
+
+	/** One pipeline (one round trip). In cluster mode every key in it must share one slot. */
+	private async pipeline(build: (p: ChainableCommander) => void): Promise<unknown[]> {
+		const p = this.client.pipeline();
+		build(p);
+		const replies = (await this.send(() => p.exec())) ?? [];
+		return replies.map(([error, value]) => {
+			if (error) throw toUnavailable(error, this.lastConnectionError);
+			return value;
+		});
+	}
+
+	/**
+	 * Runs script calls, then registers `namespaces` as holding rows. Standalone: everything in one
+	 * pipeline. Cluster: one pipeline per namespace, in parallel, then the registry.
+	 * The registry write always follows the row writes (purgeExpired relies on that order).
+	 */
+	private async run(calls: Call[], namespaces: string[] = []): Promise<unknown[]> {
+		const script = (p: ChainableCommander, c: Call) =>
+			(p as unknown as Record<string, (args: unknown[]) => void>)[c.name]([c.keys.length, ...c.keys, ...c.args]);
+		const register = (p: ChainableCommander) => {
+			if (namespaces.length > 0) p.zadd(this.registry, 'NX', ...namespaces.flatMap((ns) => [0, ns]));
+		};
+		if (!this.isCluster) {
+			const replies = await this.pipeline((p) => {
+				for (const c of calls) script(p, c);
+				register(p);
+			});
+			return replies.slice(0, calls.length);
+		}
+		const groups = new Map<string, number[]>();
+		calls.forEach((c, i) => groups.set(c.namespace, [...(groups.get(c.namespace) ?? []), i]));
+		const replies = new Array<unknown>(calls.length);
+		await Promise.all(
+			[...groups.values()].map(async (indexes) => {
+				const out = await this.pipeline((p) => indexes.forEach((i) => script(p, calls[i])));
+				indexes.forEach((i, j) => (replies[i] = out[j]));
+			}),
+		);
+		if (namespaces.length > 0) await this.pipeline(register);
+		return replies;
+	}
+
+	/** Request indexes grouped by namespace, then cut into chunks. */
+	private chunks(indexes: number[], namespaceOf: (i: number) => string): Array<{ namespace: string; indexes: number[] }> {
+		const byNamespace = new Map<string, number[]>();
+		for (const i of indexes) {
+			const ns = namespaceOf(i);
+			const list = byNamespace.get(ns);
+			if (list) list.push(i);
+			else byNamespace.set(ns, [i]);
+		}
+		const out: Array<{ namespace: string; indexes: number[] }> = [];
+		for (const [namespace, list] of byNamespace) {
+			for (let start = 0; start < list.length; start += this.chunkSize) {
+				out.push({ namespace, indexes: list.slice(start, start + this.chunkSize) });
+			}
+		}
+		return out;
+	}
+
+	/** Redis needs no schema; this checks the connection and the key layout version, once. */
+	ensureSchema(): Promise<void> {
+		this.ready ??= this.checkLayout().catch((error) => {
+			this.ready = null;
+			throw error;
+		});
+		return this.ready;
+	}
+
+	private async checkLayout(): Promise<void> {
+		const key = versionKey(this.prefix);
+		const [, version] = await this.pipeline((p) => p.set(key, String(LAYOUT_VERSION), 'NX').get(key));
+		if (Number(version) > LAYOUT_VERSION) {
+			throw new LedgerError(
+				`The Redis keys under the prefix "${this.prefix}" were written by a newer version of this package (layout ${String(version)})`,
+				'Update n8n-nodes-idempotency, or use another key prefix.',
+			);
+		}
+	}
+
+	async claim(requests: ClaimRequest[], options: ClaimOptions): Promise<ClaimOutcome[]> {
+		await this.ensureSchema();
+		const { unique, outcomes } = resolveBatch(requests);
+		const chunks = this.chunks(unique, (i) => requests[i].namespace);
+		const leaseMs = Math.max(0, Math.round(options.leaseMs));
+		const ttlMs = Math.max(0, Math.round(options.ttlMs));
+		const calls = chunks.map(({ namespace, indexes }): Call => {
+			const k = namespaceKeys(this.prefix, namespace);
+			const members = indexes.map((i) => member(requests[i].key, requests[i].step));
+			const args: Array<string | number> = [options.mode, String(options.holder ?? ''), leaseMs, ttlMs, indexes.length];
+			indexes.forEach((i, j) => {
+				const r = requests[i];
+				args.push(members[j], r.key, r.step, opt(r.fingerprint), opt(r.version));
+			});
+			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(requests[i].key))];
+			return { name: 'idemLedgerClaim', namespace, keys, args };
+		});
+		const replies = await this.run(calls, [...new Set(chunks.map((c) => c.namespace))]);
+		replies.forEach((reply, c) => {
+			const { namespace, indexes } = chunks[c];
+			(reply as Array<[number, Packed]>).forEach(([claimed, packed], j) => {
+				const index = indexes[j];
+				const record = toRecord(namespace, packed);
+				outcomes[index] =
+					claimed === 1
+						? { kind: 'claimed', record, previousStatus: record.previousStatus }
+						: classifyExisting(record, requests[index], options.mode);
+			});
+		});
+		return outcomes as ClaimOutcome[];
+	}
+
+	async record(requests: RecordRequest[], options: RecordOptions): Promise<Array<LedgerRecord | null>> {
+		await this.ensureSchema();
+		// Last write per row wins inside one call.
+		const last = new Map<string, number>();
+		requests.forEach((r, i) => last.set(idKey(r.namespace, r.key, r.step), i));
+		const unique = [...last.values()].sort((a, b) => a - b);
+		const chunks = this.chunks(unique, (i) => requests[i].namespace);
+		const ttlMs = Math.max(0, Math.round(options.ttlMs));
+		const calls = chunks.map(({ namespace, indexes }): Call => {
+			const k = namespaceKeys(this.prefix, namespace);
+			const members = indexes.map((i) => member(requests[i].key, requests[i].step));
+			const args: Array<string | number> = [opt(options.holder), ttlMs, indexes.length];
+			indexes.forEach((i, j) => {
+				const r = requests[i];
+				const externalId = r.externalId === undefined || r.externalId === null ? null : String(r.externalId);
+				const result = r.result === undefined ? null : JSON.stringify(r.result);
+				args.push(members[j], r.key, r.step, r.status, opt(r.fingerprint), opt(externalId), opt(result));
+			});
+			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(requests[i].key))];
+			return { name: 'idemLedgerRecord', namespace, keys, args };
+		});
+		const replies = await this.run(calls, [...new Set(chunks.map((c) => c.namespace))]);
+		const written = new Map<string, LedgerRecord>();
+		replies.forEach((reply, c) => {
+			(reply as Array<Packed | null>).forEach((packed) => {
+				if (!packed) return;
+				const record = toRecord(chunks[c].namespace, packed);
+				written.set(idKey(record.namespace, record.key, record.step), record);
+			});
+		});
+		return requests.map((r) => written.get(idKey(r.namespace, r.key, r.step)) ?? null);
+	}
+
+	async get(namespace: string, key: string): Promise<LedgerRecord[]> {
+		await this.ensureSchema();
+		const k = namespaceKeys(this.prefix, namespace);
+		const [rows] = await this.run([{ name: 'idemLedgerGet', namespace, keys: [...k.fixed, k.steps(key)], args: [k.base] }]);
+		return (rows as Packed[])
+			.map((p) => toRecord(namespace, p))
+			.sort((a, b) => Buffer.compare(Buffer.from(a.step), Buffer.from(b.step)));
+	}
+
+	async list(filter: ListFilter): Promise<ListPage> {
+		await this.ensureSchema();
+		const cursor = decodeCursor(filter.cursor);
+		const limit = Math.max(1, Math.floor(filter.limit));
+		const want = limit + 1;
+		const found: LedgerRecord[] = [];
+		const namespaces = filter.namespace !== undefined ? single(filter.namespace) : this.namespaces(cursor?.[0]);
+		for await (const namespace of namespaces) {
+			const k = namespaceKeys(this.prefix, namespace);
+			let after = cursor && cursor[0] === namespace ? [cursor[1], cursor[2]] : ['', ''];
+			for (;;) {
+				const [reply] = await this.run([
+					{
+						name: 'idemLedgerList',
+						namespace,
+						keys: k.fixed,
+						args: [
+							k.base,
+							after[0],
+							after[1],
+							filter.updatedBefore ? String(filter.updatedBefore.getTime()) : '',
+							filter.status ?? '',
+							filter.stuckOnly === true ? '1' : '0',
+							want - found.length,
+							LIST_BUDGET,
+						],
+					},
+				]);
+				const [done, lastScore, lastMember, rows] = reply as [number, string, string, Packed[]];
+				for (const p of rows) found.push(toRecord(namespace, p));
+				if (found.length >= want || done === 1) break;
+				after = [String(lastScore), String(lastMember)];
+			}
+			if (found.length >= want) break;
+		}
+		const page = found.slice(0, limit);
+		const tail = page[page.length - 1];
+		return {
+			records: page,
+			nextCursor:
+				found.length > limit && tail
+					? encodeCursor([tail.namespace, String(tail.updatedAt.getTime()), member(tail.key, tail.step)])
+					: null,
+		};
+	}
+
+	/** The namespace registry in byte order, from `start` (inclusive). */
+	private async *namespaces(start?: string): AsyncGenerator<string> {
+		let min = start === undefined ? '-' : `[${start}`;
+		for (;;) {
+			const page = await this.send(() => this.client.zrangebylex(this.registry, min, '+', 'LIMIT', 0, REGISTRY_PAGE));
+			yield* page;
+			if (page.length < REGISTRY_PAGE) return;
+			min = `(${page[page.length - 1]}`;
+		}
+	}
+
+	async release(namespace: string, key: string, step: string | null, releasedBy: string): Promise<number> {
+		await this.ensureSchema();
+		const k = namespaceKeys(this.prefix, namespace);
+		const [n] = await this.run([
+			{
+				name: 'idemLedgerRelease',
+				namespace,
+				keys: [...k.fixed, k.steps(key), k.audit],
+				args: [k.base, step === null ? '' : member(key, step), releasedBy, AUDIT_MAX],
+			},
+		]);
+		return Number(n);
+	}
+
+	/**
+	 * Redis deletes expired rows itself; this removes at most `limit` index entries of such rows
+	 * (the count returned), and forgets namespaces that hold no rows any more.
+	 */
+	async purgeExpired(limit: number): Promise<number> {
+		await this.ensureSchema();
+		let purged = 0;
+		if (limit <= 0) return 0;
+		for await (const namespace of this.namespaces()) {
+			const k = namespaceKeys(this.prefix, namespace);
+			const [reply] = await this.run([{ name: 'idemLedgerPurge', namespace, keys: k.fixed, args: [k.base, limit - purged] }]);
+			const [n, left] = reply as [number, number];
+			purged += n;
+			if (left === 0) await this.forgetNamespace(namespace, k.fixed[0]);
+			if (purged >= limit) break;
+		}
+		return purged;
+	}
+
+	/**
+	 * Drops an empty namespace from the registry. A concurrent claim writes its rows before it
+	 * registers the namespace, so re-checking the index after the removal cannot lose one.
+	 */
+	private async forgetNamespace(namespace: string, idx: string): Promise<void> {
+		await this.send(() => this.client.zrem(this.registry, namespace));
+		if ((await this.send(() => this.client.zcard(idx))) > 0) {
+			await this.send(() => this.client.zadd(this.registry, 'NX', 0, namespace));
+		}
+	}
+
+	async stats(namespace: string): Promise<NamespaceStats> {
+		await this.ensureSchema();
+		const k = namespaceKeys(this.prefix, namespace);
+		const [reply] = await this.run([{ name: 'idemLedgerStats', namespace, keys: k.fixed, args: [k.base] }]);
+		const out = reply as Array<number | string | null>;
+		const byStatus = Object.fromEntries(STATUSES.map((s, i) => [s, Number(out[i])])) as Record<Status, number>;
+		return {
+			namespace,
+			byStatus,
+			duplicatesBlocked: Number(out[4] ?? 0),
+			oldestInProgressAt: date(out[6]),
+			stuck: Number(out[5]),
+		};
+	}
+
+	async getCheckpoint(namespace: string, name: string): Promise<Checkpoint | null> {
+		await this.ensureSchema();
+		const key = namespaceKeys(this.prefix, namespace).checkpoint(name);
+		const [value, updatedAt, updatedBy] = await this.send(() => this.client.hmget(key, 'v', 'u', 'by'));
+		if (value === null) return null;
+		return { namespace, name, value, updatedAt: new Date(Number(updatedAt)), updatedBy };
+	}
+
+	async setCheckpoint(
+		namespace: string,
+		name: string,
+		value: string,
+		options: { force: boolean; updatedBy: string | null },
+	): Promise<Checkpoint> {
+		await this.ensureSchema();
+		const key = namespaceKeys(this.prefix, namespace).checkpoint(name);
+		const [reply] = await this.run([
+			{
+				name: 'idemLedgerSetCheckpoint',
+				namespace,
+				keys: [key],
+				args: [value, options.force ? '1' : '0', opt(options.updatedBy)],
+			},
+		]);
+		const [ok, detail] = reply as [number, string];
+		if (ok !== 1) throw new CheckpointRegressionError(String(detail), value);
+		return { namespace, name, value, updatedAt: new Date(Number(detail)), updatedBy: options.updatedBy };
+	}
+
+	async close(): Promise<void> {
+		if (this.client.status === 'end') return;
+		if (this.client.status !== 'ready') {
+			// Never connected, or reconnecting: nothing to say goodbye to, stop retrying.
+			this.client.disconnect();
+			return;
+		}
+		try {
+			await this.client.quit();
+		} catch {
+			this.client.disconnect();
+		}
+	}
+}
+
+async function* single(namespace: string): AsyncGenerator<string> {
+	yield namespace;
+}
+
+const encodeCursor = (parts: string[]) => Buffer.from(JSON.stringify(parts)).toString('base64url');
+
+function decodeCursor(cursor: string | null | undefined): [string, string, string] | null {
+	if (!cursor) return null;
+	try {
+		const parts = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+		if (
+			Array.isArray(parts) &&
+			parts.length === 3 &&
+			parts.every((p) => typeof p === 'string') &&
+			/^\d+$/.test(parts[1])
+		) {
+			return parts as [string, string, string];
+		}
+	} catch {
+		// fall through
+	}
+	throw new LedgerError('The page cursor is not one this ledger made', 'Leave the cursor empty to start from the first page.');
+}

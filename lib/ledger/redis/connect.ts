@@ -1,0 +1,142 @@
+import { createHash } from 'crypto';
+import type { ConnectionOptions } from 'tls';
+import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+
+import { LedgerInputError } from '../errors';
+import { RedisLedger } from './RedisLedger';
+
+export interface RedisSettings {
+	host: string;
+	port: number;
+	user?: string;
+	password?: string;
+	/** Database index; must be 0 in cluster mode. */
+	db: number;
+	tls: boolean;
+	/** Only with TLS: whether to refuse a certificate that does not verify. Default true. */
+	tlsRejectUnauthorized?: boolean;
+	prefix: string;
+	cluster: boolean;
+	/** "host:port, host:port"; in cluster mode, the nodes to start from (default: host and port). */
+	clusterNodes?: string;
+	/** Milliseconds to wait for a connection before failing closed. */
+	connectTimeoutMs?: number;
+}
+
+/** "10.0.0.1:6379, 10.0.0.2:6379" to nodes. Throws LedgerInputError on a malformed entry. */
+export function parseClusterNodes(text: string | undefined): ClusterNode[] {
+	const nodes: ClusterNode[] = [];
+	for (const entry of (text ?? '').split(/[,\s]+/).filter(Boolean)) {
+		const match = /^(.+):(\d{1,5})$/.exec(entry);
+		const port = match ? Number(match[2]) : NaN;
+		if (!match || port < 1 || port > 65535) {
+			throw new LedgerInputError(
+				`The cluster node "${entry}" is not in the form host:port`,
+				'List the nodes as host:port separated by commas, for example "10.0.0.1:6379, 10.0.0.2:6379".',
+			);
+		}
+		nodes.push({ host: match[1].replace(/^\[(.*)\]$/, '$1'), port });
+	}
+	return nodes;
+}
+
+/**
+ * Connection options that fail fast: connect lazily, give up on a connection attempt after a few
+ * seconds, and fail a command after one reconnect instead of queueing it for ever. Commands that
+ * were sent but not answered are not resent after a reconnect (a claim could run twice).
+ */
+export function redisOptions(s: RedisSettings): RedisOptions {
+	const tls: ConnectionOptions | undefined = s.tls
+		? { rejectUnauthorized: s.tlsRejectUnauthorized ?? true, servername: s.host || undefined }
+		: undefined;
+	return {
+		host: s.host,
+		port: s.port,
+		username: s.user || undefined,
+		password: s.password || undefined,
+		db: s.cluster ? 0 : s.db,
+		tls,
+		lazyConnect: true,
+		connectTimeout: s.connectTimeoutMs ?? 5_000,
+		commandTimeout: 30_000,
+		maxRetriesPerRequest: 1,
+		autoResendUnfulfilledCommands: false,
+		retryStrategy: (times) => Math.min(times * 250, 2_000),
+		connectionName: 'n8n-nodes-idempotency',
+	};
+}
+
+/** A new, not yet connected client (Redis or Cluster) for these settings. */
+export function createRedisClient(s: RedisSettings): Redis | Cluster {
+	const options = redisOptions(s);
+	if (!s.cluster) return new Redis(options);
+	const nodes = parseClusterNodes(s.clusterNodes);
+	const { host, port, db, lazyConnect, retryStrategy, ...nodeOptions } = options;
+	void db;
+	void retryStrategy;
+	return new Cluster(nodes.length > 0 ? nodes : [{ host, port }], {
+		lazyConnect,
+		redisOptions: nodeOptions,
+		clusterRetryStrategy: (times) => (times > 3 ? null : Math.min(times * 250, 1_000)),
+		slotsRefreshTimeout: options.connectTimeout,
+		// With TLS, connect to the announced addresses as they are (needed by most managed clusters).
+		dnsLookup: s.tls ? (address, callback) => callback(null, address) : undefined,
+	});
+}
+
+interface Entry {
+	ledger: RedisLedger;
+	client: Redis | Cluster;
+	lastUsed: number;
+}
+
+const IDLE_DROP_MS = 15 * 60_000;
+const cache = new Map<string, Entry>();
+let sweeper: NodeJS.Timeout | null = null;
+
+/** The cache key: a hash of every connection setting, so the password never sits in a map key. */
+export const redisSettingsKey = (s: RedisSettings) => createHash('sha256').update(JSON.stringify(['redis', s])).digest('hex');
+
+/**
+ * One client per distinct credential, reused across executions. A client nobody asked for in
+ * 15 minutes is closed.
+ */
+export function redisLedger(settings: RedisSettings): RedisLedger {
+	const key = redisSettingsKey(settings);
+	let entry = cache.get(key);
+	if (!entry) {
+		const client = createRedisClient(settings);
+		// A client that loses its server must not crash the n8n process; commands still fail.
+		client.on('error', () => undefined);
+		entry = { client, ledger: new RedisLedger({ client, prefix: settings.prefix }), lastUsed: Date.now() };
+		cache.set(key, entry);
+		startSweeper();
+	}
+	entry.lastUsed = Date.now();
+	return entry.ledger;
+}
+
+function startSweeper() {
+	if (sweeper) return;
+	sweeper = setInterval(() => {
+		const now = Date.now();
+		for (const [key, entry] of cache) {
+			if (now - entry.lastUsed > IDLE_DROP_MS) {
+				cache.delete(key);
+				void entry.ledger.close();
+			}
+		}
+		if (cache.size === 0 && sweeper) {
+			clearInterval(sweeper);
+			sweeper = null;
+		}
+	}, 60_000);
+	sweeper.unref();
+}
+
+/** Close every cached client (tests and shutdown). */
+export async function closeAllRedisLedgers(): Promise<void> {
+	const entries = [...cache.values()];
+	cache.clear();
+	await Promise.all(entries.map((e) => e.ledger.close().catch(() => undefined)));
+}
