@@ -430,16 +430,17 @@ export class RedisLedger implements Ledger {
 
 	async close(): Promise<void> {
 		if (this.client.status === 'end') return;
-		if (this.client.status !== 'ready') {
+		const ended = new Promise<void>((resolve) => {
+			this.client.once('end', () => resolve());
+			setTimeout(resolve, 3_000).unref();
+		});
+		if (this.client.status === 'ready') {
+			await this.client.quit().catch(() => this.client.disconnect());
+		} else {
 			// Never connected, or reconnecting: nothing to say goodbye to, stop retrying.
 			this.client.disconnect();
-			return;
 		}
-		try {
-			await this.client.quit();
-		} catch {
-			this.client.disconnect();
-		}
+		await ended;
 	}
 }
 

@@ -1,0 +1,173 @@
+import { LedgerUnavailableError, type ClaimOptions, type ClaimRequest } from '../../lib/ledger';
+import { RedisLedger, closeAllRedisLedgers, redisLedger } from '../../lib/ledger/redis';
+import { member, namespaceKeys, registryKey } from '../../lib/ledger/redis/keys';
+import { describeLedgerContract } from './ledger.contract';
+import { describeIfRedis, freshRedisLedger, newRedisClient, redisUrl } from '../support/redis';
+
+const DAY = 86_400_000;
+/** The part of a key Redis Cluster hashes to pick a slot (the cluster spec's hash tag rule). */
+function hashTag(key: string): string {
+	const open = key.indexOf('{');
+	const close = open < 0 ? -1 : key.indexOf('}', open + 1);
+	return close > open + 1 ? key.slice(open + 1, close) : key;
+}
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const seen: ClaimOptions = { mode: 'seen', holder: 'h', leaseMs: 0, ttlMs: DAY };
+const req = (namespace: string, key: string, extra: Partial<ClaimRequest> = {}): ClaimRequest => ({
+	namespace,
+	key,
+	step: '',
+	fingerprint: null,
+	...extra,
+});
+
+describeIfRedis('Redis ledger contract')('Redis', () => {
+	describeLedgerContract('Redis', () => freshRedisLedger());
+});
+
+describeIfRedis('Redis ledger specifics')('Redis ledger specifics', () => {
+	let fx: Awaited<ReturnType<typeof freshRedisLedger>>;
+	beforeAll(async () => {
+		fx = await freshRedisLedger(undefined, 1000);
+	});
+	afterAll(async () => fx && (await fx.dispose()));
+
+	test('10,000 keys in 1,000-key chunks cost one pipeline of ten script calls', async () => {
+		const keys = Array.from({ length: 10_000 }, (_, i) => req('bulk', `k${i}`));
+		const before = fx.ledger.roundTrips;
+		const out = await fx.ledger.claim(keys, seen);
+		expect(out.every((o) => o.kind === 'claimed')).toBe(true);
+		expect(fx.ledger.roundTrips - before).toBe(1);
+		const again = await fx.ledger.claim(keys, seen);
+		expect(again.every((o) => o.kind === 'duplicate')).toBe(true);
+		expect((await fx.ledger.stats('bulk')).duplicatesBlocked).toBe(10_000);
+	});
+
+	test('every key of a namespace has one hash tag (one cluster slot), whatever the names contain', () => {
+		const ns = 'we{ird}:name%';
+		const k = namespaceKeys(fx.prefix, ns);
+		const keys = [...k.fixed, k.row(member('a}b{', 'st:ep')), k.steps('x:y'), k.checkpoint('c{}'), k.audit];
+		const tags = new Set(keys.map(hashTag));
+		expect(tags.size).toBe(1);
+		expect(hashTag(namespaceKeys(fx.prefix, 'other').fixed[0])).not.toBe([...tags][0]);
+	});
+
+	test('names with braces, colons and percent signs stay separate rows', async () => {
+		const out = await fx.ledger.claim(
+			[req('n{1}', 'a:b', { step: 'c' }), req('n{1}', 'a', { step: 'b:c' }), req('n{1}:x', 'a'), req('n%7B1}', 'a:b', { step: 'c' })],
+			seen,
+		);
+		expect(out.map((o) => o.kind)).toEqual(['claimed', 'claimed', 'claimed', 'claimed']);
+		expect((await fx.ledger.get('n{1}', 'a:b')).map((r) => [r.key, r.step])).toEqual([['a:b', 'c']]);
+	});
+
+	test('numeric versions compare exactly, beyond float precision', async () => {
+		const newer: ClaimOptions = { ...seen, mode: 'newer' };
+		const ns = 'versions';
+		expect((await fx.ledger.claim([req(ns, 'v', { version: '100000000000000000000' })], newer))[0].kind).toBe('claimed');
+		expect((await fx.ledger.claim([req(ns, 'v', { version: '100000000000000000001' })], newer))[0].kind).toBe('claimed');
+		expect((await fx.ledger.claim([req(ns, 'v', { version: '100000000000000000000.5' })], newer))[0].kind).toBe('duplicate');
+		expect((await fx.ledger.claim([req(ns, 'w', { version: '-2.50' })], newer))[0].kind).toBe('claimed');
+		expect((await fx.ledger.claim([req(ns, 'w', { version: '-2.5' })], newer))[0].kind).toBe('duplicate');
+		expect((await fx.ledger.claim([req(ns, 'w', { version: '-2.4' })], newer))[0].kind).toBe('claimed');
+	});
+
+	test('secondary indexes do not outlive expired rows: purge cleans them and forgets empty namespaces', async () => {
+		const ns = 'short-lived';
+		await fx.ledger.claim(Array.from({ length: 30 }, (_, i) => req(ns, `s${i}`)), { ...seen, ttlMs: 200 });
+		const k = namespaceKeys(fx.prefix, ns);
+		expect(await fx.client.zcard(k.fixed[0])).toBe(30);
+		expect(await fx.client.zscore(registryKey(fx.prefix), ns)).not.toBeNull();
+		await sleep(400);
+		expect((await fx.ledger.stats(ns)).byStatus.completed).toBe(0);
+		let purged = 0;
+		for (let n = -1; n !== 0; ) {
+			n = await fx.ledger.purgeExpired(7);
+			expect(n).toBeLessThanOrEqual(7);
+			purged += n;
+		}
+		expect(purged).toBeGreaterThanOrEqual(30);
+		for (const key of k.fixed) expect(await fx.client.exists(key) === 0 || key.endsWith('meta')).toBe(true);
+		expect(await fx.client.zscore(registryKey(fx.prefix), ns)).toBeNull();
+	});
+
+	test('list reads dead index entries as absent and removes them', async () => {
+		const ns = 'lazy';
+		await fx.ledger.claim([req(ns, 'gone')], { ...seen, ttlMs: 150 });
+		await fx.ledger.claim([req(ns, 'stays')], seen);
+		await sleep(300);
+		const page = await fx.ledger.list({ namespace: ns, limit: 10 });
+		expect(page.records.map((r) => r.key)).toEqual(['stays']);
+		expect(await fx.client.zcard(namespaceKeys(fx.prefix, ns).fixed[0])).toBe(1);
+	});
+
+	test('list without a namespace pages through every namespace', async () => {
+		const names = ['all-a', 'all-b', 'all-c'];
+		for (const ns of names) await fx.ledger.claim([req(ns, '1'), req(ns, '2')], { ...seen, mode: 'lease', leaseMs: 60_000 });
+		const got: string[] = [];
+		let cursor: string | null = null;
+		do {
+			const page = await fx.ledger.list({ status: 'in_progress', limit: 4, cursor });
+			got.push(...page.records.filter((r) => names.includes(r.namespace)).map((r) => `${r.namespace}/${r.key}`));
+			cursor = page.nextCursor;
+		} while (cursor);
+		expect(got.sort()).toEqual(names.flatMap((ns) => [`${ns}/1`, `${ns}/2`]));
+	});
+
+	test('release writes an audit entry saying who and when', async () => {
+		const ns = 'audited';
+		await fx.ledger.claim([req(ns, 'x')], seen);
+		expect(await fx.ledger.release(ns, 'x', '', 'alice')).toBe(1);
+		const entries = await fx.client.xrange(namespaceKeys(fx.prefix, ns).audit, '-', '+');
+		expect(entries).toHaveLength(1);
+		const fields = Object.fromEntries(
+			entries[0][1].reduce<string[][]>((pairs, v, i, all) => (i % 2 ? pairs : [...pairs, [v, all[i + 1]]]), []),
+		);
+		expect(fields).toMatchObject({ action: 'release', key: 'x', step: '', status: 'completed', actor: 'alice' });
+		expect(Math.abs(Number(fields.at) - Date.now())).toBeLessThan(60_000);
+	});
+
+	test('a ledger with another prefix does not see these rows', async () => {
+		const other = new RedisLedger({ client: newRedisClient(), prefix: `${fx.prefix}-other` });
+		try {
+			expect((await other.claim([req('bulk', 'k1')], seen))[0].kind).toBe('claimed');
+		} finally {
+			await other.close();
+		}
+	});
+});
+
+describe('Redis connection errors fail closed with readable messages', () => {
+	afterAll(() => closeAllRedisLedgers());
+	const base = { host: '127.0.0.1', port: 1, db: 0, tls: false, prefix: 'idem', cluster: false };
+
+	test('a refused port says so, fast, without the password', async () => {
+		const ledger = redisLedger({ ...base, password: 'hunter2-secret' });
+		const started = Date.now();
+		const error = await ledger.claim([req('ns', 'k')], seen).catch((e) => e);
+		expect(error).toBeInstanceOf(LedgerUnavailableError);
+		expect(error.message).toMatch(/refused the connection/);
+		expect(error.hint).toMatch(/host and port/);
+		expect(error.code).toBe('ECONNREFUSED');
+		expect(`${error.message} ${error.hint}`).not.toContain('hunter2');
+		expect(Date.now() - started).toBeLessThan(5_000);
+	});
+
+	test('an unknown host name says so', async () => {
+		const ledger = redisLedger({ ...base, host: 'no-such-host.invalid', port: 6379 });
+		const error = await ledger.ensureSchema().catch((e) => e);
+		expect(error).toBeInstanceOf(LedgerUnavailableError);
+		expect(error.message).toMatch(/host name could not be found/);
+	});
+
+	describeIfRedis('Redis authentication errors')('against the real Redis', () => {
+		test('a wrong user or password says so', async () => {
+			const u = new URL(redisUrl());
+			const ledger = redisLedger({ ...base, host: u.hostname, port: Number(u.port || 6379), user: 'no-such-user', password: 'wrong' });
+			const error = await ledger.ensureSchema().catch((e) => e);
+			expect(error).toBeInstanceOf(LedgerUnavailableError);
+			expect(error.message).toMatch(/rejected the user name or password/);
+			expect(`${error.message} ${error.hint}`).not.toContain('wrong');
+		});
+	});
+});
