@@ -36,7 +36,7 @@ export class IdempotencyPostgresApi implements ICredentialType {
 			displayName: 'CA Certificate',
 			name: 'ca',
 			type: 'string',
-			typeOptions: { password: true, rows: 4 },
+			typeOptions: { rows: 4 },
 			default: '',
 			description: 'PEM text of the certificate authority that signed the server certificate',
 			displayOptions: { hide: { ssl: ['disable'] } },
