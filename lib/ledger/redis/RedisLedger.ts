@@ -429,19 +429,24 @@ export class RedisLedger implements Ledger {
 	}
 
 	async close(): Promise<void> {
-		if (this.client.status === 'end') return;
-		const ended = new Promise<void>((resolve) => {
-			this.client.once('end', () => resolve());
-			setTimeout(resolve, 3_000).unref();
-		});
-		if (this.client.status === 'ready') {
-			await this.client.quit().catch(() => this.client.disconnect());
-		} else {
-			// Never connected, or reconnecting: nothing to say goodbye to, stop retrying.
-			this.client.disconnect();
-		}
-		await ended;
+		await closeClient(this.client);
 	}
+}
+
+/** Quits a client politely if it is connected, otherwise stops it; resolves once it has ended. */
+export async function closeClient(client: Redis | Cluster): Promise<void> {
+	if (client.status === 'end') return;
+	const ended = new Promise<void>((resolve) => {
+		client.once('end', () => resolve());
+		setTimeout(resolve, 3_000).unref();
+	});
+	if (client.status === 'ready') {
+		await client.quit().catch(() => client.disconnect());
+	} else {
+		// Never connected, or reconnecting: nothing to say goodbye to, stop retrying.
+		client.disconnect();
+	}
+	await ended;
 }
 
 async function* single(namespace: string): AsyncGenerator<string> {

@@ -1,4 +1,4 @@
-export { RedisLedger, type RedisLedgerOptions } from './RedisLedger';
+export { RedisLedger, closeClient, type RedisLedgerOptions } from './RedisLedger';
 export {
 	redisLedger,
 	closeAllRedisLedgers,

@@ -1,0 +1,92 @@
+import { LedgerError, LedgerInputError } from '../ledger/errors';
+import { createRedisClient, parseClusterNodes, type RedisSettings } from '../ledger/redis/connect';
+import { toUnavailable } from '../ledger/redis/errors';
+import { closeClient } from '../ledger/redis/RedisLedger';
+import { assertPrefix } from '../ledger/redis/keys';
+
+export const REDIS_CREDENTIAL = 'idempotencyRedisApi';
+
+/** Credential data from n8n to connection settings, with readable errors for bad values. */
+export function redisSettingsFrom(data: Record<string, unknown>): RedisSettings {
+	const cluster = data.cluster === true;
+	const clusterNodes = typeof data.clusterNodes === 'string' ? data.clusterNodes.trim() : '';
+	if (cluster) parseClusterNodes(clusterNodes);
+	const host = String(data.host ?? '').trim();
+	if (!host && !(cluster && clusterNodes)) {
+		throw new LedgerInputError('The ledger credential has no host', 'Open the credential and enter the Redis host, for example "localhost".');
+	}
+	const port = Number(data.port ?? 6379);
+	if (!Number.isInteger(port) || port < 1 || port > 65535) {
+		throw new LedgerInputError(
+			`The ledger credential's port ${JSON.stringify(data.port)} is not a port number`,
+			'Use a whole number between 1 and 65535, usually 6379.',
+		);
+	}
+	const db = Number(data.database ?? 0);
+	if (!Number.isInteger(db) || db < 0) {
+		throw new LedgerInputError(`The database index ${JSON.stringify(data.database)} must be a whole number from 0 up`);
+	}
+	if (cluster && db !== 0) {
+		throw new LedgerInputError('Redis Cluster has only database 0', 'Set the database index to 0, or turn off cluster mode.');
+	}
+	const user = String(data.user ?? '').trim();
+	const password = String(data.password ?? '');
+	return {
+		host,
+		port,
+		user: user || undefined,
+		password: password || undefined,
+		db,
+		tls: data.tls === true,
+		tlsRejectUnauthorized: data.rejectUnauthorized === undefined ? undefined : data.rejectUnauthorized !== false,
+		prefix: assertPrefix(String(data.prefix ?? 'idem').trim() || 'idem'),
+		cluster,
+		clusterNodes: cluster && clusterNodes ? clusterNodes : undefined,
+	};
+}
+
+const explain = (error: unknown): string => {
+	const e = toUnavailable(error);
+	const hint = e instanceof LedgerError && e.hint ? ` ${e.hint}` : '';
+	return `${e.message.replace(/\.$/, '')}.${hint}`;
+};
+
+/**
+ * Connects and pings, so the answer covers "refused", "unknown host" and "bad password", and
+ * warns when the server may evict ledger keys under memory pressure. The client is always closed.
+ */
+export async function testRedisConnection(settings: RedisSettings): Promise<{ status: 'OK' | 'Error'; message: string }> {
+	const client = createRedisClient({ ...settings, connectTimeoutMs: Math.min(settings.connectTimeoutMs ?? 5_000, 5_000) });
+	let lastError: unknown = null;
+	client.on('error', (error) => (lastError = error));
+	try {
+		await client.ping();
+		const info = await client.info('memory').catch(() => '');
+		const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
+		const maxmemory = Number(/^maxmemory:(\d+)/m.exec(info)?.[1] ?? 0);
+		const where = settings.cluster ? 'the Redis Cluster' : 'Redis';
+		if (policy && policy !== 'noeviction' && maxmemory > 0) {
+			return {
+				status: 'OK',
+				message: `Connected to ${where}, but its maxmemory-policy is "${policy}": when memory runs out Redis may evict ledger keys and a duplicate could pass. Set maxmemory-policy to noeviction.`,
+			};
+		}
+		return { status: 'OK', message: `Connected to ${where}; ledger keys start with "{${settings.prefix}"` };
+	} catch (error) {
+		const e = toUnavailable(error, lastError);
+		return { status: 'Error', message: explain(e) };
+	} finally {
+		await closeClient(client);
+	}
+}
+
+/** The credential test n8n runs: settings first (bad values are an error too), then the connection. */
+export async function testRedisCredential(data: Record<string, unknown>): Promise<{ status: 'OK' | 'Error'; message: string }> {
+	let settings: RedisSettings;
+	try {
+		settings = redisSettingsFrom(data);
+	} catch (error) {
+		return { status: 'Error', message: explain(error) };
+	}
+	return await testRedisConnection(settings);
+}
