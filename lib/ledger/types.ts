@@ -28,6 +28,12 @@ export interface LedgerRecord extends RowId {
 	attempts: number;
 	/** Status the row had just before the last successful claim (null when it was new or expired). */
 	previousStatus: Status | null;
+	/**
+	 * Recovery point of an `in_progress` row, set by `markPhase` (e.g. `sending`). Null when no phase
+	 * was marked since the last claim; every claim and every record clears it. Optional only while a
+	 * backend does not track phases yet (see `Ledger.markPhase`); a backend that does always sets it.
+	 */
+	phase?: string | null;
 	firstSeenAt: Date;
 	updatedAt: Date;
 	expiresAt: Date;
@@ -60,8 +66,13 @@ export interface ClaimOptions {
 }
 
 export type ClaimOutcome =
-	/** This request took the key. `previous` is the row it replaced, if any (lapsed lease, failure, older version). */
-	| { kind: 'claimed'; record: LedgerRecord; previousStatus: Status | null }
+	/**
+	 * This request took the key. `previousStatus` is the status of the row it replaced, if any (lapsed
+	 * lease, failure, older version). `previousPhase` is the phase that row had reached: a lapsed
+	 * `in_progress` row with phase `sending` may have performed its side effect (the ambiguous case).
+	 * `undefined` means the backend does not track phases, and the caller must assume the worst.
+	 */
+	| { kind: 'claimed'; record: LedgerRecord; previousStatus: Status | null; previousPhase?: string | null }
 	/** The key is done (completed, needs_review) or its version is not newer. */
 	| { kind: 'duplicate'; record: LedgerRecord }
 	/** Another holder has a live lease. */
@@ -122,6 +133,15 @@ export interface Ledger {
 	ensureSchema(): Promise<void>;
 	/** Claim many rows in as few round trips as the backend allows. Outcomes are in request order. */
 	claim(requests: ClaimRequest[], options: ClaimOptions): Promise<ClaimOutcome[]>;
+	/**
+	 * Set the recovery point of rows this holder still leases, in one statement: only rows that are
+	 * live, `in_progress`, leased by `holder` and whose lease has not lapsed are changed. Returns,
+	 * in request order, whether each row was marked (false: absent, expired, settled, another holder,
+	 * or lease lapsed). A later claim of the row reports the phase as `previousPhase` and clears it.
+	 * Optional while the Redis backend catches up; callers treat a backend without it as one that
+	 * cannot tell "claimed, not yet sent" from "may have sent", and assume the latter.
+	 */
+	markPhase?(rows: RowId[], holder: string, phase: string): Promise<boolean[]>;
 	/** Record the final status of many rows. Returns the rows written, in request order (null: refused, another holder owns it). */
 	record(requests: RecordRequest[], options: RecordOptions): Promise<Array<LedgerRecord | null>>;
 	/** All live steps of a key. */

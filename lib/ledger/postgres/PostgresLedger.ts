@@ -14,6 +14,7 @@ import type {
 	NamespaceStats,
 	RecordOptions,
 	RecordRequest,
+	RowId,
 	Status,
 } from '../types';
 import { STATUSES } from '../types';
@@ -49,13 +50,14 @@ const recordColumns = (a: string, p = '') =>
 		`(extract(epoch FROM ${a}.first_seen_at) * 1000)::float8 AS ${p}first_seen_at`,
 		`(extract(epoch FROM ${a}.updated_at) * 1000)::float8 AS ${p}updated_at`,
 		`(extract(epoch FROM ${a}.expires_at) * 1000)::float8 AS ${p}expires_at`,
+		`${a}.phase AS ${p}phase`,
 	].join(', ');
 
 /** The same columns packed into a JSON array, in this order (see unpackRecord). */
 const packedColumns = (a: string) =>
 	[
 		'namespace', 'key', 'step', 'status', 'lease_holder', 'lease_expires_at', 'fingerprint', 'version',
-		'external_id', 'result', 'attempts', 'previous_status', 'first_seen_at', 'updated_at', 'expires_at',
+		'external_id', 'result', 'attempts', 'previous_status', 'first_seen_at', 'updated_at', 'expires_at', 'phase',
 	]
 		.map((c) => (c.endsWith('_at') ? `(extract(epoch FROM ${a}.${c}) * 1000)::float8` : `${a}.${c}`))
 		.join(', ');
@@ -77,6 +79,7 @@ function unpackRecord(v: unknown[]): LedgerRecord {
 		firstSeenAt: ms(v[12]) as Date,
 		updatedAt: ms(v[13]) as Date,
 		expiresAt: ms(v[14]) as Date,
+		phase: (v[15] ?? null) as string | null,
 	};
 }
 
@@ -99,6 +102,7 @@ function toRecord(row: QueryResultRow, p = ''): LedgerRecord {
 		firstSeenAt: ms(row[`${p}first_seen_at`]) as Date,
 		updatedAt: ms(row[`${p}updated_at`]) as Date,
 		expiresAt: ms(row[`${p}expires_at`]) as Date,
+		phase: row[`${p}phase`] ?? null,
 	};
 }
 
@@ -117,7 +121,7 @@ export class PostgresLedger implements Ledger {
 	private readonly chunkSize: number;
 	private schemaReady: Promise<void> | null = null;
 	private trips = 0;
-	private readonly sql: { claim: string; record: string };
+	private readonly sql: { claim: string; record: string; markPhase: string };
 
 	constructor(options: PostgresLedgerOptions) {
 		this.pool = options.pool;
@@ -126,7 +130,7 @@ export class PostgresLedger implements Ledger {
 		if (this.table.length > 50) assertIdentifier(`${this.table}_checkpoints`, 'table name');
 		this.t = tableNames(schema, this.table);
 		this.chunkSize = options.chunkSize ?? DEFAULT_CHUNK;
-		this.sql = { claim: this.claimSql(), record: this.recordSql() };
+		this.sql = { claim: this.claimSql(), record: this.recordSql(), markPhase: this.markPhaseSql() };
 	}
 
 	get roundTrips(): number {
@@ -244,6 +248,9 @@ claimed AS (
 		fingerprint = excluded.fingerprint,
 		version = excluded.version,
 		previous_status = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.status END,
+		-- SET expressions read the row as it was: this keeps the phase the replaced claim reached.
+		previous_phase = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.phase END,
+		phase = NULL,
 		attempts = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.attempts + 1 END,
 		first_seen_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.first_seen_at END,
 		external_id = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.external_id END,
@@ -253,7 +260,8 @@ claimed AS (
 	WHERE ${claimable('l', 'excluded')}
 	RETURNING l.namespace, l.key, l.step, l.attempts, l.previous_status, l.external_id, l.result,
 		(extract(epoch FROM l.first_seen_at) * 1000)::float8 AS first_seen_at,
-		(extract(epoch FROM l.updated_at) * 1000)::float8 AS updated_at
+		(extract(epoch FROM l.updated_at) * 1000)::float8 AS updated_at,
+		l.previous_phase
 ),
 blocked AS (
 	INSERT INTO ${t.counters} AS c (namespace, duplicates_blocked)
@@ -265,7 +273,7 @@ blocked AS (
 -- Two JSON arrays in one row: far cheaper for the client to parse than 10,000 wide rows.
 SELECT
 	(SELECT coalesce(json_agg(json_build_array(c.namespace, c.key, c.step, c.attempts, c.previous_status,
-		c.external_id, c.result, c.first_seen_at, c.updated_at)), '[]') FROM claimed c) AS claimed,
+		c.external_id, c.result, c.first_seen_at, c.updated_at, c.previous_phase)), '[]') FROM claimed c) AS claimed,
 	(SELECT coalesce(json_agg(json_build_array(${packedColumns('x')})), '[]') FROM existing x) AS existing`;
 	}
 
@@ -313,8 +321,8 @@ SELECT
 				const claimed = won.get(id);
 				const existing = seen.get(id);
 				if (claimed) {
-					const [, , , attempts, previousStatus, externalId, result, firstSeenAt, updatedAt] = claimed as [
-						string, string, string, number, Status | null, string | null, unknown, number, number,
+					const [, , , attempts, previousStatus, externalId, result, firstSeenAt, updatedAt, previousPhase] = claimed as [
+						string, string, string, number, Status | null, string | null, unknown, number, number, string | null,
 					];
 					const record: LedgerRecord = {
 						namespace: r.namespace,
@@ -332,8 +340,14 @@ SELECT
 						firstSeenAt: new Date(firstSeenAt),
 						updatedAt: new Date(updatedAt),
 						expiresAt: new Date(updatedAt + options.ttlMs),
+						phase: null,
 					};
-					outcomes[index] = { kind: 'claimed', record, previousStatus: record.previousStatus };
+					outcomes[index] = {
+						kind: 'claimed',
+						record,
+						previousStatus: record.previousStatus,
+						previousPhase: previousPhase ?? null,
+					};
 				} else if (existing) {
 					outcomes[index] = classifyExisting(unpackRecord(existing), r, options.mode);
 				} else {
@@ -379,6 +393,7 @@ ON CONFLICT (namespace, key, step) DO UPDATE SET
 	status = excluded.status,
 	lease_holder = NULL,
 	lease_expires_at = NULL,
+	phase = NULL,
 	fingerprint = coalesce(excluded.fingerprint, CASE WHEN l.expires_at <= now() THEN NULL ELSE l.fingerprint END),
 	external_id = excluded.external_id,
 	result = excluded.result,
@@ -414,6 +429,43 @@ RETURNING ${recordColumns('l')}`;
 			for (const row of rows) written.set(idKey(row.namespace, row.key, row.step), toRecord(row));
 		}
 		return requests.map((r) => written.get(idKey(r.namespace, r.key, r.step)) ?? null);
+	}
+
+	private markPhaseSql(): string {
+		// Rows are locked in one global order (no deadlock with a concurrent claim or mark), and the
+		// conditions are checked again on the locked, latest row version.
+		const leased = (a: string) =>
+			`${a}.status = 'in_progress' AND ${a}.lease_holder = $4 AND ${a}.lease_expires_at > now() AND ${a}.expires_at > now()`;
+		return `
+WITH target AS (
+	SELECT l.namespace, l.key, l.step FROM ${this.t.ledger} l
+	JOIN unnest($1::text[], $2::text[], $3::text[]) AS i(ns, k, st) ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st
+	WHERE ${leased('l')}
+	ORDER BY l.namespace, l.key, l.step
+	FOR UPDATE OF l
+)
+UPDATE ${this.t.ledger} l SET phase = $5, updated_at = now()
+FROM target t
+WHERE l.namespace = t.namespace AND l.key = t.key AND l.step = t.step AND ${leased('l')}
+RETURNING l.namespace, l.key, l.step`;
+	}
+
+	async markPhase(rows: RowId[], holder: string, phase: string): Promise<boolean[]> {
+		if (rows.length === 0) return [];
+		await this.ensureSchema();
+		const marked = new Set<string>();
+		for (let start = 0; start < rows.length; start += this.chunkSize) {
+			const chunk = rows.slice(start, start + this.chunkSize);
+			const result = await this.query(this.sql.markPhase, [
+				chunk.map((r) => r.namespace),
+				chunk.map((r) => r.key),
+				chunk.map((r) => r.step),
+				holder,
+				phase,
+			]);
+			for (const row of result) marked.add(idKey(row.namespace, row.key, row.step));
+		}
+		return rows.map((r) => marked.has(idKey(r.namespace, r.key, r.step)));
 	}
 
 	async get(namespace: string, key: string): Promise<LedgerRecord[]> {

@@ -79,5 +79,10 @@ export function migrations(t: TableNames, table: string): string[] {
 			at timestamptz NOT NULL DEFAULT now(),
 			detail jsonb
 		);`,
+		// 2: recovery points. `phase` is how far the current holder got (e.g. 'sending');
+		// `previous_phase` keeps what the row had reached when a claim took it over, so the new
+		// holder can tell "claimed, nothing sent" from "may have sent".
+		`ALTER TABLE ${t.ledger} ADD COLUMN IF NOT EXISTS phase text;
+		ALTER TABLE ${t.ledger} ADD COLUMN IF NOT EXISTS previous_phase text;`,
 	];
 }
