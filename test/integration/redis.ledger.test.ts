@@ -2,7 +2,14 @@ import { LedgerUnavailableError, type ClaimOptions, type ClaimRequest } from '..
 import { RedisLedger, closeAllRedisLedgers, redisLedger } from '../../lib/ledger/redis';
 import { member, namespaceKeys, registryKey } from '../../lib/ledger/redis/keys';
 import { describeLedgerContract } from './ledger.contract';
-import { describeIfRedis, freshRedisLedger, newRedisClient, redisUrl } from '../support/redis';
+import {
+	describeIfRedis,
+	freshRedisClusterLedger,
+	freshRedisLedger,
+	newRedisClient,
+	redisClusterReachable,
+	redisUrl,
+} from '../support/redis';
 
 const DAY = 86_400_000;
 /** The part of a key Redis Cluster hashes to pick a slot (the cluster spec's hash tag rule). */
@@ -23,6 +30,24 @@ const req = (namespace: string, key: string, extra: Partial<ClaimRequest> = {}):
 
 describeIfRedis('Redis ledger contract')('Redis', () => {
 	describeLedgerContract('Redis', () => freshRedisLedger());
+});
+
+describeIfRedis('Redis Cluster ledger contract', redisClusterReachable)('Redis Cluster', () => {
+	describeLedgerContract('Redis Cluster', () => freshRedisClusterLedger());
+
+	test('a batch over many namespaces (many slots) is split per namespace', async () => {
+		const fx = await freshRedisClusterLedger();
+		try {
+			const requests = Array.from({ length: 40 }, (_, i) => req(`spread-${i % 8}`, `k${i}`));
+			const out = await fx.ledger.claim(requests, seen);
+			expect(out.every((o) => o.kind === 'claimed')).toBe(true);
+			expect((await fx.ledger.claim(requests, seen)).every((o) => o.kind === 'duplicate')).toBe(true);
+			const page = await fx.ledger.list({ limit: 100 });
+			expect(page.records).toHaveLength(40);
+		} finally {
+			await fx.dispose();
+		}
+	});
 });
 
 describeIfRedis('Redis ledger specifics')('Redis ledger specifics', () => {

@@ -1,6 +1,6 @@
 import { spawnSync } from 'child_process';
 import { randomBytes } from 'crypto';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 
 import { RedisLedger } from '../../lib/ledger/redis';
 
@@ -18,22 +18,26 @@ export function redisReachable(): { ok: boolean; reason: string } {
 	const probe = `
 		const { Redis } = require('ioredis');
 		const r = new Redis(process.argv[1], { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 2000, retryStrategy: () => null });
-		r.on('error', () => undefined);
-		r.ping().then(() => { r.disconnect(); process.exit(0); }, (e) => { console.log(e && e.message); r.disconnect(); process.exit(1); });`;
+		let last = null;
+		r.on('error', (e) => (last = e));
+		r.ping().then(() => { r.disconnect(); process.exit(0); }, (e) => { console.log((last || e).message); r.disconnect(); process.exit(1); });`;
 	const out = spawnSync(process.execPath, ['-e', probe, redisUrl()], { cwd: __dirname, timeout: 8_000, encoding: 'utf8' });
 	const where = redisUrl().replace(/\/\/[^@/]*@/, '//***@');
 	reachable =
 		out.status === 0
 			? { ok: true, reason: '' }
-			: { ok: false, reason: `no Redis answered at ${where} (${(out.stdout || out.stderr || 'timeout').trim()})` };
+			: {
+					ok: false,
+					reason: `no Redis answered at ${where} (${(out.stdout || out.stderr || 'timeout').trim()}); start Redis or set REDIS_URL to run it`,
+				};
 	return reachable;
 }
 
 /** `describe`, or `describe.skip` with a loud warning saying why. */
-export function describeIfRedis(what: string): jest.Describe {
-	const { ok, reason } = redisReachable();
+export function describeIfRedis(what: string, probe = redisReachable): jest.Describe {
+	const { ok, reason } = probe();
 	if (ok) return describe;
-	console.warn(`\n*** SKIPPED: ${what}: ${reason}. Start Redis or set REDIS_URL to run it. ***\n`);
+	console.warn(`\n*** SKIPPED: ${what}: ${reason}. ***\n`);
 	return describe.skip;
 }
 
@@ -68,6 +72,53 @@ export async function freshRedisLedger(prefix = uniquePrefix(), chunkSize?: numb
 		prefix,
 		async dispose() {
 			await deletePrefix(client, prefix);
+			await ledger.close();
+		},
+	};
+}
+
+/** Redis Cluster nodes for the cluster suite: REDIS_CLUSTER_NODES="host:port, host:port". */
+export const redisClusterNodes = () =>
+	(process.env.REDIS_CLUSTER_NODES ?? '')
+		.split(/[,\s]+/)
+		.filter(Boolean)
+		.map((entry) => ({ host: entry.replace(/:\d+$/, ''), port: Number(/:(\d+)$/.exec(entry)?.[1] ?? 6379) }));
+
+export function redisClusterReachable(): { ok: boolean; reason: string } {
+	const nodes = redisClusterNodes();
+	if (nodes.length === 0) return { ok: false, reason: 'REDIS_CLUSTER_NODES is not set (e.g. "127.0.0.1:7000,127.0.0.1:7001")' };
+	const probe = `
+		const { Cluster } = require('ioredis');
+		const c = new Cluster(JSON.parse(process.argv[1]), { lazyConnect: true, clusterRetryStrategy: () => null, redisOptions: { connectTimeout: 2000, maxRetriesPerRequest: 0 } });
+		c.on('error', () => undefined);
+		c.ping().then(() => { c.disconnect(); process.exit(0); }, (e) => { console.log(e && e.message); c.disconnect(); process.exit(1); });`;
+	const out = spawnSync(process.execPath, ['-e', probe, JSON.stringify(nodes)], { cwd: __dirname, timeout: 8_000, encoding: 'utf8' });
+	return out.status === 0
+		? { ok: true, reason: '' }
+		: { ok: false, reason: `no Redis Cluster answered at ${process.env.REDIS_CLUSTER_NODES} (${(out.stdout || 'timeout').trim()})` };
+}
+
+/** A ledger on a Redis Cluster under its own fresh prefix; the cleanup deletes its keys on every master. */
+export async function freshRedisClusterLedger(prefix = uniquePrefix('c')) {
+	const client = new Cluster(redisClusterNodes(), { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1 } });
+	client.on('error', () => undefined);
+	const ledger = new RedisLedger({ client, prefix });
+	await ledger.ensureSchema();
+	return {
+		ledger,
+		client,
+		prefix,
+		async dispose() {
+			for (const node of client.nodes('master')) {
+				let cursor = '0';
+				do {
+					const [next, keys] = await node.scan(cursor, 'MATCH', `{${prefix}[:}]*`, 'COUNT', 1000);
+					cursor = next;
+					const p = node.pipeline();
+					for (const key of keys) p.unlink(key);
+					await p.exec();
+				} while (cursor !== '0');
+			}
 			await ledger.close();
 		},
 	};

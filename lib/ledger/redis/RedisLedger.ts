@@ -14,6 +14,7 @@ import type {
 	NamespaceStats,
 	RecordOptions,
 	RecordRequest,
+	RowId,
 	Status,
 } from '../types';
 import { STATUSES } from '../types';
@@ -53,7 +54,7 @@ const date = (v: unknown) => (v === null || v === undefined ? null : new Date(Nu
 const idKey = (ns: string, key: string, step: string) => `${ns}\u0000${key}\u0000${step}`;
 
 function toRecord(namespace: string, p: Packed): LedgerRecord {
-	const [k, s, st, lh, le, fp, v, x, res, a, ps, fs, u, e] = p;
+	const [k, s, st, lh, le, fp, v, x, res, a, ps, fs, u, e, ph] = p;
 	return {
 		namespace,
 		key: String(k),
@@ -70,6 +71,7 @@ function toRecord(namespace: string, p: Packed): LedgerRecord {
 		firstSeenAt: date(fs) as Date,
 		updatedAt: date(u) as Date,
 		expiresAt: date(e) as Date,
+		phase: text(ph),
 	};
 }
 
@@ -229,12 +231,12 @@ export class RedisLedger implements Ledger {
 		const replies = await this.run(calls, [...new Set(chunks.map((c) => c.namespace))]);
 		replies.forEach((reply, c) => {
 			const { namespace, indexes } = chunks[c];
-			(reply as Array<[number, Packed]>).forEach(([claimed, packed], j) => {
+			(reply as Array<[number, Packed, string | null]>).forEach(([claimed, packed, previousPhase], j) => {
 				const index = indexes[j];
 				const record = toRecord(namespace, packed);
 				outcomes[index] =
 					claimed === 1
-						? { kind: 'claimed', record, previousStatus: record.previousStatus }
+						? { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase: previousPhase ?? null }
 						: classifyExisting(record, requests[index], options.mode);
 			});
 		});
@@ -272,6 +274,24 @@ export class RedisLedger implements Ledger {
 			});
 		});
 		return requests.map((r) => written.get(idKey(r.namespace, r.key, r.step)) ?? null);
+	}
+
+	async markPhase(rows: RowId[], holder: string, phase: string): Promise<boolean[]> {
+		if (rows.length === 0) return [];
+		await this.ensureSchema();
+		const chunks = this.chunks(
+			rows.map((_, i) => i),
+			(i) => rows[i].namespace,
+		);
+		const calls = chunks.map(({ namespace, indexes }): Call => {
+			const k = namespaceKeys(this.prefix, namespace);
+			const members = indexes.map((i) => member(rows[i].key, rows[i].step));
+			return { name: 'idemLedgerMarkPhase', namespace, keys: [...k.fixed, ...members.map(k.row)], args: [holder, phase, indexes.length, ...members] };
+		});
+		const replies = await this.run(calls);
+		const marked = new Array<boolean>(rows.length).fill(false);
+		replies.forEach((reply, c) => (reply as number[]).forEach((ok, j) => (marked[chunks[c].indexes[j]] = ok === 1)));
+		return marked;
 	}
 
 	async get(namespace: string, key: string): Promise<LedgerRecord[]> {

@@ -77,7 +77,7 @@ const ROWS = `
 local IDX, META, LEASE, IPFS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local STATUSES = {'in_progress', 'completed', 'failed_retryable', 'needs_review'}
 local ST = {in_progress = KEYS[5], completed = KEYS[6], failed_retryable = KEYS[7], needs_review = KEYS[8]}
-local FIELDS = {'k', 's', 'st', 'lh', 'le', 'fp', 'v', 'x', 'res', 'a', 'ps', 'fs', 'u', 'e'}
+local FIELDS = {'k', 's', 'st', 'lh', 'le', 'fp', 'v', 'x', 'res', 'a', 'ps', 'fs', 'u', 'e', 'ph'}
 local function readrow(key)
 	local flat = redis.call('HGETALL', key)
 	if #flat == 0 then return nil end
@@ -137,7 +137,8 @@ end
 /**
  * KEYS: 8 fixed, n row keys, n step-set keys.
  * ARGV: mode, holder, leaseMs, ttlMs, n, then per request: member, key, step, fingerprint?, version?
- * Returns per request {1, row} (claimed) or {0, row} (the live row that blocked it).
+ * Returns per request {1, row, previous phase} (claimed; the phase the replaced row had reached)
+ * or {0, row} (the live row that blocked it). A claim always clears the phase.
  */
 const CLAIM = `
 local mode, holder, leaseMs, ttlMs, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -170,7 +171,7 @@ for i = 1, n do
 			row.res = old.res
 		end
 		store(rk, sk, m, row, old)
-		out[i] = {1, pack(row)}
+		out[i] = {1, pack(row), (old and old.ph) or false}
 	else
 		blocked = blocked + 1
 		out[i] = {0, pack(old)}
@@ -209,6 +210,28 @@ for i = 1, n do
 		end
 		store(rk, sk, m, row, old)
 		out[i] = pack(row)
+	end
+end
+return out
+`;
+
+/**
+ * KEYS: 8 fixed, n row keys. ARGV: holder, phase, n, then the n row members.
+ * Sets the phase of rows that are live, in_progress, leased by holder, lease not lapsed.
+ * Returns per row 1 (marked) or 0.
+ */
+const MARK_PHASE = `
+local holder, phase, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local out = {}
+for i = 1, n do
+	local rk = KEYS[8 + i]
+	local st, lh, le = unpack(redis.call('HMGET', rk, 'st', 'lh', 'le'))
+	if st == 'in_progress' and lh == holder and le and tonumber(le) > now then
+		redis.call('HSET', rk, 'ph', phase, 'u', fmt(now))
+		redis.call('ZADD', IDX, fmt(now), ARGV[3 + i])
+		out[i] = 1
+	else
+		out[i] = 0
 	end
 end
 return out
@@ -371,6 +394,7 @@ return {1, fmt(now)}
 export const SCRIPTS = {
 	idemLedgerClaim: COMMON + ROWS + CLAIM,
 	idemLedgerRecord: COMMON + ROWS + RECORD,
+	idemLedgerMarkPhase: COMMON + ROWS + MARK_PHASE,
 	idemLedgerGet: COMMON + ROWS + GET,
 	idemLedgerList: COMMON + ROWS + LIST,
 	idemLedgerRelease: COMMON + ROWS + RELEASE,
@@ -382,4 +406,4 @@ export const SCRIPTS = {
 export type ScriptName = keyof typeof SCRIPTS;
 
 /** The order of fields in a packed row, as returned by the scripts. */
-export const ROW_FIELDS = ['k', 's', 'st', 'lh', 'le', 'fp', 'v', 'x', 'res', 'a', 'ps', 'fs', 'u', 'e'] as const;
+export const ROW_FIELDS = ['k', 's', 'st', 'lh', 'le', 'fp', 'v', 'x', 'res', 'a', 'ps', 'fs', 'u', 'e', 'ph'] as const;
