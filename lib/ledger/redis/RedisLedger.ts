@@ -20,7 +20,7 @@ import type {
 import { STATUSES } from '../types';
 import { toUnavailable } from './errors';
 import { LAYOUT_VERSION, assertPrefix, member, namespaceKeys, registryKey, versionKey } from './keys';
-import { SCRIPTS, type ScriptName } from './scripts';
+import { SCRIPTS, type ScriptName, type StoredRow } from './scripts';
 
 export interface RedisLedgerOptions {
 	client: Redis | Cluster;
@@ -45,33 +45,31 @@ interface Call {
 	args: Array<string | number>;
 }
 
-type Packed = Array<string | number | null>;
-
 /** Optional text in script arguments: '' is null, anything else is prefixed with '='. */
 const opt = (v: string | null | undefined) => (v === null || v === undefined ? '' : `=${v}`);
-const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
-const date = (v: unknown) => (v === null || v === undefined ? null : new Date(Number(v)));
+const date = (v: number | null | undefined) => (v === null || v === undefined ? null : new Date(v));
 const idKey = (ns: string, key: string, step: string) => `${ns}\u0000${key}\u0000${step}`;
 
-function toRecord(namespace: string, p: Packed): LedgerRecord {
-	const [k, s, st, lh, le, fp, v, x, res, a, ps, fs, u, e, ph] = p;
+/** A row as the scripts return it: its JSON text. */
+function toRecord(namespace: string, text: unknown): LedgerRecord {
+	const r = JSON.parse(String(text)) as StoredRow;
 	return {
 		namespace,
-		key: String(k),
-		step: String(s),
-		status: st as Status,
-		leaseHolder: text(lh),
-		leaseExpiresAt: date(le),
-		fingerprint: text(fp),
-		version: text(v),
-		externalId: text(x),
-		result: res === null || res === undefined ? null : JSON.parse(String(res)),
-		attempts: Number(a),
-		previousStatus: text(ps) as Status | null,
-		firstSeenAt: date(fs) as Date,
-		updatedAt: date(u) as Date,
-		expiresAt: date(e) as Date,
-		phase: text(ph),
+		key: r.k,
+		step: r.s,
+		status: r.st as Status,
+		leaseHolder: r.lh ?? null,
+		leaseExpiresAt: date(r.le),
+		fingerprint: r.fp ?? null,
+		version: r.v ?? null,
+		externalId: r.x ?? null,
+		result: r.res === undefined || r.res === null ? null : JSON.parse(r.res),
+		attempts: r.a,
+		previousStatus: (r.ps ?? null) as Status | null,
+		firstSeenAt: new Date(r.fs),
+		updatedAt: new Date(r.u),
+		expiresAt: new Date(r.e),
+		phase: r.ph ?? null,
 	};
 }
 
@@ -231,12 +229,13 @@ export class RedisLedger implements Ledger {
 		const replies = await this.run(calls, [...new Set(chunks.map((c) => c.namespace))]);
 		replies.forEach((reply, c) => {
 			const { namespace, indexes } = chunks[c];
-			(reply as Array<[number, Packed, string | null]>).forEach(([claimed, packed, previousPhase], j) => {
-				const index = indexes[j];
-				const record = toRecord(namespace, packed);
+			const flat = reply as Array<number | string | null>;
+			indexes.forEach((index, j) => {
+				const [claimed, text, previousPhase] = flat.slice(j * 3, j * 3 + 3);
+				const record = toRecord(namespace, text);
 				outcomes[index] =
 					claimed === 1
-						? { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase: previousPhase ?? null }
+						? { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase: (previousPhase as string | null) ?? null }
 						: classifyExisting(record, requests[index], options.mode);
 			});
 		});
@@ -267,9 +266,9 @@ export class RedisLedger implements Ledger {
 		const replies = await this.run(calls, [...new Set(chunks.map((c) => c.namespace))]);
 		const written = new Map<string, LedgerRecord>();
 		replies.forEach((reply, c) => {
-			(reply as Array<Packed | null>).forEach((packed) => {
-				if (!packed) return;
-				const record = toRecord(chunks[c].namespace, packed);
+			(reply as Array<string | null>).forEach((text) => {
+				if (!text) return;
+				const record = toRecord(chunks[c].namespace, text);
 				written.set(idKey(record.namespace, record.key, record.step), record);
 			});
 		});
@@ -298,8 +297,8 @@ export class RedisLedger implements Ledger {
 		await this.ensureSchema();
 		const k = namespaceKeys(this.prefix, namespace);
 		const [rows] = await this.run([{ name: 'idemLedgerGet', namespace, keys: [...k.fixed, k.steps(key)], args: [k.base] }]);
-		return (rows as Packed[])
-			.map((p) => toRecord(namespace, p))
+		return (rows as string[])
+			.map((text) => toRecord(namespace, text))
 			.sort((a, b) => Buffer.compare(Buffer.from(a.step), Buffer.from(b.step)));
 	}
 
@@ -331,8 +330,8 @@ export class RedisLedger implements Ledger {
 						],
 					},
 				]);
-				const [done, lastScore, lastMember, rows] = reply as [number, string, string, Packed[]];
-				for (const p of rows) found.push(toRecord(namespace, p));
+				const [done, lastScore, lastMember, rows] = reply as [number, string, string, string[]];
+				for (const text of rows) found.push(toRecord(namespace, text));
 				if (found.length >= want || done === 1) break;
 				after = [String(lastScore), String(lastMember)];
 			}
@@ -414,7 +413,7 @@ export class RedisLedger implements Ledger {
 			namespace,
 			byStatus,
 			duplicatesBlocked: Number(out[4] ?? 0),
-			oldestInProgressAt: date(out[6]),
+			oldestInProgressAt: out[6] === null ? null : new Date(Number(out[6])),
 			stuck: Number(out[5]),
 		};
 	}

@@ -5,7 +5,7 @@ import { STATUSES } from '../types';
  * Key layout. Every key of one namespace carries the hash tag `{prefix:namespace}`, so a script
  * that touches many rows of one namespace stays on one cluster slot:
  *
- *   {p:ns}:r:<key>:<step>     hash, one row, expires natively (PEXPIREAT) at its expires_at
+ *   {p:ns}:r:<key>:<step>     string, one row as JSON, expires natively at its expires_at
  *   {p:ns}:k:<key>            set of the row members of one key (for get and release)
  *   {p:ns}:idx                sorted set, member -> updated_at (list order, paging)
  *   {p:ns}:st:<status>        sorted set per status, member -> expires_at (counts, purge)

@@ -77,23 +77,17 @@ const ROWS = `
 local IDX, META, LEASE, IPFS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local STATUSES = {'in_progress', 'completed', 'failed_retryable', 'needs_review'}
 local ST = {in_progress = KEYS[5], completed = KEYS[6], failed_retryable = KEYS[7], needs_review = KEYS[8]}
-local FIELDS = {'k', 's', 'st', 'lh', 'le', 'fp', 'v', 'x', 'res', 'a', 'ps', 'fs', 'u', 'e', 'ph'}
+-- A row is one JSON string (fields k, s, st, lh, le, fp, v, x, res, a, ps, fs, u, e, ph; times in
+-- epoch ms) that expires natively. Returns the decoded row and its raw text, or nil.
 local function readrow(key)
-	local flat = redis.call('HGETALL', key)
-	if #flat == 0 then return nil end
-	local row = {}
-	for i = 1, #flat, 2 do row[flat[i]] = flat[i + 1] end
-	return row
+	local raw = redis.call('GET', key)
+	if not raw then return nil end
+	return cjson.decode(raw), raw
 end
-local function pack(row)
-	local out = {}
-	for i, f in ipairs(FIELDS) do
-		local v = row[f]
-		if v == nil or v == false then out[i] = false
-		elseif type(v) == 'number' then out[i] = fmt(v)
-		else out[i] = v end
-	end
-	return out
+local function put(rk, row)
+	local raw = cjson.encode(row)
+	redis.call('SET', rk, raw, 'PX', fmt(math.max(1, row.e - now)))
+	return raw
 end
 local function unindex(m)
 	redis.call('ZREM', IDX, m)
@@ -101,29 +95,20 @@ local function unindex(m)
 	redis.call('ZREM', IPFS, m)
 	for _, s in ipairs(STATUSES) do redis.call('ZREM', ST[s], m) end
 end
--- Writes a whole row and keeps every index in step with it.
+-- Writes a whole row and keeps every index in step with it. Returns the row's text.
 local function store(rk, sk, m, row, old)
 	if old then
 		if old.st ~= row.st then redis.call('ZREM', ST[old.st], m) end
-	else
+	elseif redis.call('ZSCORE', IDX, m) then
+		-- Leftovers of an expired row (a member absent from IDX is in no index at all).
 		unindex(m)
 	end
-	local args = {}
-	for _, f in ipairs(FIELDS) do
-		local v = row[f]
-		if v ~= nil and v ~= false then
-			args[#args + 1] = f
-			if type(v) == 'number' then args[#args + 1] = fmt(v) else args[#args + 1] = v end
-		end
-	end
-	redis.call('DEL', rk)
-	redis.call('HSET', rk, unpack(args))
-	redis.call('PEXPIREAT', rk, fmt(row.e))
+	local raw = put(rk, row)
 	redis.call('ZADD', IDX, fmt(row.u), m)
 	redis.call('ZADD', ST[row.st], fmt(row.e), m)
 	if row.st == 'in_progress' then
 		redis.call('ZADD', LEASE, fmt(row.le), m)
-		redis.call('ZADD', IPFS, fmt(tonumber(row.fs)), m)
+		redis.call('ZADD', IPFS, fmt(row.fs), m)
 	elseif old and old.st == 'in_progress' then
 		redis.call('ZREM', LEASE, m)
 		redis.call('ZREM', IPFS, m)
@@ -131,14 +116,15 @@ local function store(rk, sk, m, row, old)
 	redis.call('SADD', sk, m)
 	local ttl = redis.call('PTTL', sk)
 	if ttl < 0 or now + ttl < row.e then redis.call('PEXPIREAT', sk, fmt(row.e)) end
+	return raw
 end
 `;
 
 /**
  * KEYS: 8 fixed, n row keys, n step-set keys.
  * ARGV: mode, holder, leaseMs, ttlMs, n, then per request: member, key, step, fingerprint?, version?
- * Returns per request {1, row, previous phase} (claimed; the phase the replaced row had reached)
- * or {0, row} (the live row that blocked it). A claim always clears the phase.
+ * Returns, flat, per request: 1, row text, previous phase (claimed; the phase the replaced row had
+ * reached) or 0, row text, nil (the live row that blocked it). A claim always clears the phase.
  */
 const CLAIM = `
 local mode, holder, leaseMs, ttlMs, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -149,32 +135,37 @@ for i = 1, n do
 	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
 	local j = 5 + (i - 1) * 5
 	local m, key, step, fp, ver = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], opt(ARGV[j + 4]), opt(ARGV[j + 5])
-	local old = readrow(rk)
+	local old, oldraw = readrow(rk)
 	local take = old == nil
 	if old then
-		local leaselive = old.st == 'in_progress' and old.le ~= nil and tonumber(old.le) > now
+		local leaselive = old.st == 'in_progress' and old.le ~= nil and old.le > now
 		local fpok = old.fp == nil or not fp or old.fp == fp
 		take = (mode == 'newer' and isnewer(ver, old.v or false) and not leaselive)
 			or (fpok and ((old.st == 'in_progress' and not leaselive) or old.st == 'failed_retryable'))
 	end
 	if take then
-		local row = {k = key, s = step, st = status, fp = fp, v = ver, a = 1, fs = now, u = now, e = now + ttlMs}
+		local row = {k = key, s = step, st = status, fp = fp or nil, v = ver or nil, a = 1, fs = now, u = now, e = now + ttlMs}
 		if mode == 'lease' then
 			row.lh = holder
 			row.le = now + leaseMs
 		end
 		if old then
 			row.ps = old.st
-			row.a = tonumber(old.a) + 1
+			row.a = old.a + 1
 			row.fs = old.fs
 			row.x = old.x
 			row.res = old.res
 		end
-		store(rk, sk, m, row, old)
-		out[i] = {1, pack(row), (old and old.ph) or false}
+		local j = #out
+		out[j + 1] = 1
+		out[j + 2] = store(rk, sk, m, row, old)
+		out[j + 3] = (old and old.ph) or false
 	else
 		blocked = blocked + 1
-		out[i] = {0, pack(old)}
+		local j = #out
+		out[j + 1] = 0
+		out[j + 2] = oldraw
+		out[j + 3] = false
 	end
 end
 if blocked > 0 then redis.call('HINCRBY', META, 'blocked', blocked) end
@@ -184,7 +175,7 @@ return out
 /**
  * KEYS: 8 fixed, n row keys, n step-set keys.
  * ARGV: holder?, ttlMs, n, then per request: member, key, step, status, fingerprint?, externalId?, result?
- * Returns per request the written row, or nil when another holder's live lease refused it.
+ * Returns per request the written row's text, or nil when another holder's live lease refused it.
  */
 const RECORD = `
 local holder, ttlMs, n = opt(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -196,11 +187,11 @@ for i = 1, n do
 	local fp, x, res = opt(ARGV[j + 5]), opt(ARGV[j + 6]), opt(ARGV[j + 7])
 	local old = readrow(rk)
 	local refused = holder and old and old.st == 'in_progress' and old.lh ~= holder
-		and not (old.le ~= nil and tonumber(old.le) <= now)
+		and not (old.le ~= nil and old.le <= now)
 	if refused then
 		out[i] = false
 	else
-		local row = {k = key, s = step, st = status, fp = fp, x = x, res = res, a = 1, fs = now, u = now, e = now + ttlMs}
+		local row = {k = key, s = step, st = status, fp = fp or nil, x = x or nil, res = res or nil, a = 1, fs = now, u = now, e = now + ttlMs}
 		if old then
 			row.fp = fp or old.fp
 			row.a = old.a
@@ -208,8 +199,7 @@ for i = 1, n do
 			row.v = old.v
 			row.ps = old.ps
 		end
-		store(rk, sk, m, row, old)
-		out[i] = pack(row)
+		out[i] = store(rk, sk, m, row, old)
 	end
 end
 return out
@@ -225,9 +215,11 @@ local holder, phase, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local out = {}
 for i = 1, n do
 	local rk = KEYS[8 + i]
-	local st, lh, le = unpack(redis.call('HMGET', rk, 'st', 'lh', 'le'))
-	if st == 'in_progress' and lh == holder and le and tonumber(le) > now then
-		redis.call('HSET', rk, 'ph', phase, 'u', fmt(now))
+	local row = readrow(rk)
+	if row and row.st == 'in_progress' and row.lh == holder and row.le and row.le > now then
+		row.ph = phase
+		row.u = now
+		put(rk, row)
 		redis.call('ZADD', IDX, fmt(now), ARGV[3 + i])
 		out[i] = 1
 	else
@@ -237,13 +229,13 @@ end
 return out
 `;
 
-/** KEYS: 8 fixed, the step set of the key. ARGV: base. Returns the live rows. */
+/** KEYS: 8 fixed, the step set of the key. ARGV: base. Returns the texts of the live rows. */
 const GET = `
 local out = {}
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[9])) do
-	local row = readrow(ARGV[1] .. 'r:' .. m)
-	if row then
-		out[#out + 1] = pack(row)
+	local raw = redis.call('GET', ARGV[1] .. 'r:' .. m)
+	if raw then
+		out[#out + 1] = raw
 	else
 		redis.call('SREM', KEYS[9], m)
 		unindex(m)
@@ -257,7 +249,7 @@ return out
  * status (''), stuckOnly ('1'), want, budget.
  * Walks the updated_at index from just after (afterScore, afterMember), examining at most about
  * `budget` entries so that one call never blocks the server for long.
- * Returns {done, lastScore, lastMember, rows}.
+ * Returns {done, lastScore, lastMember, row texts}.
  */
 const LIST = `
 local base, afterScore, afterMember = ARGV[1], ARGV[2], ARGV[3]
@@ -289,12 +281,12 @@ while not done and #rows < want and examined < budget do
 			end
 			examined = examined + 1
 			lastScore, lastMember = score, m
-			local row = readrow(base .. 'r:' .. m)
+			local row, raw = readrow(base .. 'r:' .. m)
 			if not row then
 				dead[#dead + 1] = m
 			elseif (status == '' or row.st == status)
-				and (not stuck or (row.st == 'in_progress' and row.le ~= nil and tonumber(row.le) <= now)) then
-				rows[#rows + 1] = pack(row)
+				and (not stuck or (row.st == 'in_progress' and row.le ~= nil and row.le <= now)) then
+				rows[#rows + 1] = raw
 				if #rows >= want then break end
 			end
 		end
@@ -405,5 +397,22 @@ export const SCRIPTS = {
 
 export type ScriptName = keyof typeof SCRIPTS;
 
-/** The order of fields in a packed row, as returned by the scripts. */
-export const ROW_FIELDS = ['k', 's', 'st', 'lh', 'le', 'fp', 'v', 'x', 'res', 'a', 'ps', 'fs', 'u', 'e', 'ph'] as const;
+/** A row as the scripts store it (JSON): absent fields are null. Times are epoch milliseconds. */
+export interface StoredRow {
+	k: string;
+	s: string;
+	st: string;
+	lh?: string;
+	le?: number;
+	fp?: string;
+	v?: string;
+	x?: string;
+	/** The result, as JSON text. */
+	res?: string;
+	a: number;
+	ps?: string;
+	fs: number;
+	u: number;
+	e: number;
+	ph?: string;
+}
