@@ -1,0 +1,462 @@
+import { randomUUID } from 'crypto';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+
+import { LedgerInputError } from '../../lib/ledger/errors';
+import { inputFromRequestBody, promptHash, type PromptEnvelope, type PromptInput } from '../../lib/ledger/promptHash';
+import type { ClaimOptions, ClaimOutcome, ClaimRequest, Ledger, LedgerRecord } from '../../lib/ledger/types';
+import { toNodeError } from '../../lib/n8n/errors';
+import { FACTS_FIELD } from '../../lib/n8n/facts';
+import { parameterSource, readPath, simpleJsonPath, type ValueSource } from '../../lib/n8n/keySource';
+import { openLedger } from '../../lib/n8n/ledgerAccess';
+import { namespaceReader, readDuration } from '../../lib/n8n/scope';
+import {
+	CACHE_STEP,
+	STATS_STEP,
+	STATS_TTL_MS,
+	cacheFacts,
+	errorItem,
+	holderOf,
+	isObject,
+	isStoredEntry,
+	seconds,
+	statsNamespace,
+	type StoredEntry,
+} from './common';
+import { responseText, usageTokens } from './responseShapes';
+
+const HIT = 0;
+const MISS = 1;
+
+interface LookupConfig {
+	namespace: (itemIndex: number, item: INodeExecutionData) => string;
+	input: (itemIndex: number, item: INodeExecutionData) => PromptInput;
+	forceRefresh: (itemIndex: number, item: INodeExecutionData) => boolean;
+	engineEvaluated: boolean;
+	hashOnly: boolean;
+	whileComputing: 'wait' | 'miss';
+	waitMs: number;
+	leaseMs: number;
+	recordStats: boolean;
+	failOpen: boolean;
+}
+
+/** One item that could be hashed. */
+interface Row {
+	index: number;
+	namespace: string;
+	hash: string;
+	envelope: PromptEnvelope;
+	force: boolean;
+}
+
+type Fate =
+	| { kind: 'hit'; record: LedgerRecord; waitedMs: number | null }
+	| { kind: 'miss'; record: LedgerRecord | null; computing: boolean; reason: string };
+
+/** Model, system prompt and prompt are text; a number from an expression is read as text. */
+const asText = (value: unknown) => (typeof value === 'number' || typeof value === 'boolean' ? String(value) : value);
+
+const toFlag = (value: unknown) => value === true || value === 'true' || value === 1;
+
+/** Parsed JSON text, or undefined when it does not parse. */
+function parseJson(text: string): unknown {
+	try {
+		return JSON.parse(text);
+	} catch {
+		return undefined;
+	}
+}
+
+/** The "Model Parameters" collection under the API's own names. */
+function apiParameters(collection: IDataObject): Record<string, unknown> {
+	const names: Record<string, string> = {
+		temperature: 'temperature',
+		topP: 'top_p',
+		topK: 'top_k',
+		maxTokens: 'max_tokens',
+		seed: 'seed',
+		frequencyPenalty: 'frequency_penalty',
+		presencePenalty: 'presence_penalty',
+		responseFormat: 'response_format',
+		reasoningEffort: 'reasoning_effort',
+		tools: 'tools',
+	};
+	const out: Record<string, unknown> = {};
+	for (const [name, value] of Object.entries(collection)) {
+		if (name === 'otherParameters') continue;
+		out[names[name] ?? name] = value;
+	}
+	let other: unknown = collection.otherParameters;
+	if (typeof other === 'string') {
+		other = other.trim() === '' ? {} : parseJson(other);
+		if (other === undefined) throw new LedgerInputError('"Other Parameters (JSON)" is not valid JSON', 'Write an object such as {"stop": ["END"]}.');
+	}
+	if (other !== undefined && other !== null) {
+		if (!isObject(other)) throw new LedgerInputError('"Other Parameters (JSON)" must be an object', 'Write an object such as {"stop": ["END"]}.');
+		for (const [name, value] of Object.entries(other)) {
+			if (name in out && JSON.stringify(out[name]) !== JSON.stringify(value)) {
+				throw new LedgerInputError(`The parameter "${name}" is set twice with different values`, `Set ${name} either in its own field or in "Other Parameters (JSON)", not both.`);
+			}
+			out[name] = value;
+		}
+	}
+	return out;
+}
+
+/** Model parameters: read once when they are constants, per item only when one holds an expression. */
+function parametersReader(ctx: IExecuteFunctions): { read: (itemIndex: number) => Record<string, unknown>; engine: boolean } {
+	const raw = ctx.getNodeParameter('modelParameters', 0, {}, { rawExpressions: true }) as IDataObject;
+	const dynamic = Object.values(raw ?? {}).some((v) => typeof v === 'string' && v.startsWith('='));
+	if (!dynamic) {
+		const constant = apiParameters(ctx.getNodeParameter('modelParameters', 0, {}) as IDataObject);
+		return { read: () => constant, engine: false };
+	}
+	return { read: (i) => apiParameters(ctx.getNodeParameter('modelParameters', i, {}) as IDataObject), engine: true };
+}
+
+function readConfig(ctx: IExecuteFunctions): LookupConfig {
+	const options = ctx.getNodeParameter('options', 0, {}) as IDataObject;
+	const ignore = String(options.ignoreParameters ?? '')
+		.split(',')
+		.map((s) => s.trim())
+		.filter(Boolean);
+	const source = ctx.getNodeParameter('promptSource', 0) as string;
+	const sources: ValueSource[] = [];
+	const from = (name: string) => {
+		const s = parameterSource(ctx, name);
+		sources.push(s);
+		return s;
+	};
+	let input: LookupConfig['input'];
+	let engine = false;
+	if (source === 'body') {
+		const body = from('requestBody');
+		input = (i, item) => inputFromRequestBody(body.read(i, item), ignore);
+	} else if (source === 'text' || source === 'messages') {
+		const model = from('model');
+		const parameters = parametersReader(ctx);
+		engine = parameters.engine;
+		if (source === 'text') {
+			const system = from('systemPrompt');
+			const prompt = from('prompt');
+			input = (i, item) => ({
+				model: asText(model.read(i, item)),
+				system: asText(system.read(i, item)),
+				prompt: asText(prompt.read(i, item)) ?? '',
+				parameters: parameters.read(i),
+				ignore,
+			});
+		} else {
+			const messages = from('messages');
+			input = (i, item) => ({
+				model: asText(model.read(i, item)),
+				messages: messages.read(i, item) ?? [],
+				parameters: parameters.read(i),
+				ignore,
+			});
+		}
+	} else {
+		throw new LedgerInputError(`Unknown prompt source "${source}"`);
+	}
+	const force = optionalSource(ctx, 'options.forceRefresh', false);
+	const whileComputing = ctx.getNodeParameter('whileComputing', 0, 'wait') as LookupConfig['whileComputing'];
+	return {
+		namespace: namespaceReader(ctx),
+		input,
+		forceRefresh: (i, item) => toFlag(force.read(i, item)),
+		engineEvaluated: engine || sources.some((s) => s.kind === 'engine'),
+		hashOnly: options.hashOnly === true,
+		whileComputing,
+		waitMs: whileComputing === 'wait' ? readDuration(ctx, 'waitTimeout', 'wait ("Wait Up To")') : 0,
+		leaseMs: readDuration(ctx, 'lease', 'reservation ("Answer Expected Within")'),
+		recordStats: options.recordStats !== false,
+		failOpen: options.failOpen === true,
+	};
+}
+
+/** Like parameterSource, for a parameter that may be absent (an option not added). */
+function optionalSource(ctx: IExecuteFunctions, name: string, fallback: unknown): ValueSource {
+	const raw = ctx.getNodeParameter(name, 0, fallback, { rawExpressions: true });
+	if (typeof raw !== 'string' || !raw.startsWith('=')) return { kind: 'constant', read: () => raw };
+	const path = simpleJsonPath(raw);
+	if (path) return { kind: 'fast', read: (_i, item) => readPath(item.json, path) };
+	return { kind: 'engine', read: (i) => ctx.getNodeParameter(name, i, fallback) };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Runs `fn` over `list` with at most `limit` calls in flight, results in order. */
+async function mapLimit<T, R>(list: T[], limit: number, fn: (value: T) => Promise<R>): Promise<R[]> {
+	const results = new Array<R>(list.length);
+	let next = 0;
+	const worker = async () => {
+		while (next < list.length) {
+			const k = next++;
+			results[k] = await fn(list[k]);
+		}
+	};
+	await Promise.all(Array.from({ length: Math.min(limit, list.length) }, worker));
+	return results;
+}
+
+const rowId = (namespace: string, hash: string) => `${namespace}\u0000${hash}`;
+const leaseLive = (record: LedgerRecord) =>
+	record.status === 'in_progress' && record.leaseExpiresAt !== null && record.leaseExpiresAt.getTime() > Date.now();
+
+/**
+ * Single flight: items whose prompt another run is asking the model about right now wait for
+ * that run's Store, polling the entry. When the other run gives up (its reservation lapses, or its
+ * AI node failed), one waiter takes the prompt over through an ordinary atomic claim, so at most
+ * one run asks the model at a time. Whatever is still waiting at the deadline goes to Miss.
+ */
+async function waitForOthers(
+	ledger: Ledger,
+	waiting: Map<string, { namespace: string; hash: string; rows: number[] }>,
+	settle: (rows: number[], fate: Fate) => void,
+	claimOptions: ClaimOptions,
+	waitMs: number,
+): Promise<void> {
+	const started = Date.now();
+	const deadline = started + waitMs;
+	let delay = 50;
+	while (waiting.size > 0) {
+		const left = deadline - Date.now();
+		if (left <= 0) break;
+		await sleep(Math.min(delay, left));
+		delay = Math.min(Math.round(delay * 1.5), 1000);
+		const entries = [...waiting.entries()];
+		const found = await mapLimit(entries, 8, ([, w]) => ledger.get(w.namespace, w.hash));
+		const retake: Array<[string, { namespace: string; hash: string; rows: number[] }]> = [];
+		entries.forEach((entry, k) => {
+			const record = found[k].find((r) => r.step === CACHE_STEP);
+			if (record && record.status === 'completed' && isStoredEntry(record.result)) {
+				waiting.delete(entry[0]);
+				settle(entry[1].rows, { kind: 'hit', record, waitedMs: Date.now() - started });
+			} else if (!record || !leaseLive(record)) {
+				retake.push(entry);
+			}
+		});
+		if (retake.length === 0) continue;
+		const outcomes = await ledger.claim(
+			retake.map(([, w]) => ({ namespace: w.namespace, key: w.hash, step: CACHE_STEP, fingerprint: null })),
+			claimOptions,
+		);
+		outcomes.forEach((outcome, k) => {
+			const [id, w] = retake[k];
+			if (outcome.kind === 'in_progress' && outcome.record.leaseHolder !== claimOptions.holder) return;
+			waiting.delete(id);
+			if (outcome.kind === 'claimed' || outcome.kind === 'in_progress') {
+				settle(w.rows, { kind: 'miss', record: outcome.record, computing: true, reason: 'The run that was asking the model gave up; this run asks it now' });
+			} else if (outcome.kind === 'duplicate' && isStoredEntry(outcome.record.result)) {
+				settle(w.rows, { kind: 'hit', record: outcome.record, waitedMs: Date.now() - started });
+			} else {
+				settle(w.rows, { kind: 'miss', record: outcome.kind === 'batch_duplicate' ? null : outcome.record, computing: false, reason: 'The stored entry has no answer' });
+			}
+		});
+	}
+}
+
+function hitItem(index: number, row: Row, record: LedgerRecord, waitedMs: number | null): { item: INodeExecutionData; tokens: number } {
+	const entry = record.result as StoredEntry;
+	const storedAt = typeof entry.storedAt === 'string' ? new Date(entry.storedAt) : record.updatedAt;
+	const tokens = entry.tokens ?? usageTokens(entry.usage) ?? 0;
+	const facts = cacheFacts('hit', row.namespace, row.hash, record, {
+		storedAt: storedAt.toISOString(),
+		ageSeconds: seconds(Date.now() - storedAt.getTime()),
+		model: entry.model ?? row.envelope.model,
+		usage: entry.usage ?? null,
+		tokensSaved: tokens,
+		text: responseText(entry.response),
+		...(waitedMs !== null ? { waitedMs } : {}),
+	});
+	// The answer looks exactly like the AI node's output, so both branches can meet downstream.
+	const body = isObject(entry.response) ? (entry.response as IDataObject) : { response: entry.response as IDataObject };
+	return { item: { json: { ...body, [FACTS_FIELD]: facts }, pairedItem: { item: index } }, tokens };
+}
+
+function missItem(item: INodeExecutionData, index: number, row: Row, fate: Extract<Fate, { kind: 'miss' }>, hashOnly: boolean): INodeExecutionData {
+	const facts = cacheFacts('miss', row.namespace, row.hash, fate.record, {
+		computing: fate.computing,
+		reason: fate.reason,
+		model: row.envelope.model,
+		hashOnly,
+		...(hashOnly ? {} : { prompt: row.envelope as unknown as IDataObject }),
+	});
+	return {
+		json: { ...item.json, [FACTS_FIELD]: facts },
+		...(item.binary ? { binary: item.binary } : {}),
+		pairedItem: { item: index },
+	};
+}
+
+export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+	const items = this.getInputData();
+	const node = this.getNode();
+	const continueOnFail = this.continueOnFail();
+	let config: LookupConfig;
+	try {
+		config = readConfig(this);
+	} catch (error) {
+		throw toNodeError(node, error);
+	}
+	const outputs: INodeExecutionData[][] = [[], []];
+	// Items that cannot be hashed never reach Miss (and the paid model call): with "continue",
+	// they leave on Hit carrying their error.
+	const failItem = (index: number, error: unknown) => {
+		const nodeError = toNodeError(node, error, index);
+		if (!continueOnFail) throw nodeError;
+		outputs[HIT].push(errorItem(items[index], index, nodeError));
+	};
+
+	const rows: Row[] = [];
+	for (let i = 0; i < items.length; i++) {
+		try {
+			const item = items[i];
+			const namespace = config.namespace(i, item);
+			const { hash, envelope } = promptHash(config.input(i, item));
+			rows.push({ index: i, namespace, hash, envelope, force: config.forceRefresh(i, item) });
+		} catch (error) {
+			failItem(i, error);
+		}
+	}
+	if (config.engineEvaluated && items.length >= 1000) {
+		this.addExecutionHints({
+			message: `The prompt fields are evaluated by n8n for each of ${items.length} items, which is slow. A plain {{ $json.field }} is read directly.`,
+			location: 'outputPane',
+		});
+	}
+	if (rows.length === 0) return outputs;
+
+	const holder = holderOf(this);
+	const claimOptions: ClaimOptions = { mode: 'lease', holder, leaseMs: config.leaseMs, ttlMs: config.leaseMs };
+	const fates = new Array<Fate | undefined>(rows.length);
+	let ledger: Ledger;
+	try {
+		ledger = await openLedger(this);
+		const forced = rows.filter((r) => r.force);
+		if (forced.length > 0) {
+			// Force refresh: mark the stored answer as failed, which makes it claimable again. A
+			// reservation held by another run is left alone (that run is fetching a fresh answer).
+			await ledger.record(
+				forced.map((r) => ({ namespace: r.namespace, key: r.hash, step: CACHE_STEP, status: 'failed_retryable' as const, result: null })),
+				{ ttlMs: config.leaseMs, holder },
+			);
+		}
+		const requests: ClaimRequest[] = rows.map((r) => ({ namespace: r.namespace, key: r.hash, step: CACHE_STEP, fingerprint: null }));
+		const outcomes: ClaimOutcome[] = await ledger.claim(requests, claimOptions);
+
+		const waiting = new Map<string, { namespace: string; hash: string; rows: number[] }>();
+		const duplicates: Array<[number, number]> = [];
+		outcomes.forEach((outcome, r) => {
+			const row = rows[r];
+			switch (outcome.kind) {
+				case 'claimed':
+					fates[r] = {
+						kind: 'miss',
+						record: outcome.record,
+						computing: true,
+						reason: row.force
+							? 'Force refresh'
+							: outcome.previousStatus === 'in_progress'
+								? 'Not cached; the run that reserved this prompt did not store an answer in time'
+								: 'Not cached',
+					};
+					break;
+				case 'duplicate':
+					fates[r] = isStoredEntry(outcome.record.result)
+						? { kind: 'hit', record: outcome.record, waitedMs: null }
+						: { kind: 'miss', record: outcome.record, computing: false, reason: 'The stored entry has no answer' };
+					break;
+				case 'in_progress':
+					if (outcome.record.leaseHolder === holder) {
+						fates[r] = { kind: 'miss', record: outcome.record, computing: true, reason: 'Already reserved by this execution' };
+					} else if (config.whileComputing === 'wait') {
+						const id = rowId(row.namespace, row.hash);
+						const w = waiting.get(id) ?? { namespace: row.namespace, hash: row.hash, rows: [] };
+						w.rows.push(r);
+						waiting.set(id, w);
+					} else {
+						fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: 'Another run is asking the model for this prompt right now' };
+					}
+					break;
+				case 'mismatch':
+					fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: 'The stored entry does not match' };
+					break;
+				case 'batch_duplicate':
+					duplicates.push([r, outcome.firstIndex]);
+					break;
+			}
+		});
+		const settle = (list: number[], fate: Fate) => list.forEach((r) => (fates[r] = fate));
+		if (waiting.size > 0) {
+			await waitForOthers(ledger, waiting, settle, claimOptions, config.waitMs);
+			for (const w of waiting.values()) {
+				settle(w.rows, {
+					kind: 'miss',
+					record: null,
+					computing: false,
+					reason: `Waited ${seconds(config.waitMs)} s for another run to store its answer; it has not yet`,
+				});
+			}
+		}
+		// Repeats of a prompt inside this batch share the first one's fate.
+		for (const [r, first] of duplicates) fates[r] = fates[first];
+	} catch (error) {
+		if (config.failOpen) {
+			this.addExecutionHints({
+				message: 'The ledger could not be reached, and "Go to Miss if the Ledger Is Down" is on: every item went to Miss without a cache check.',
+				type: 'warning',
+				location: 'outputPane',
+			});
+			for (const row of rows) {
+				const facts = cacheFacts('unverified', row.namespace, row.hash, null, { computing: false, model: row.envelope.model, hashOnly: config.hashOnly });
+				outputs[MISS].push({ json: { ...items[row.index].json, [FACTS_FIELD]: facts }, pairedItem: { item: row.index } });
+			}
+			return outputs;
+		}
+		if (!continueOnFail) throw toNodeError(node, error);
+		for (const row of rows) failItem(row.index, error);
+		return outputs;
+	}
+
+	const stats = new Map<string, { hits: number; misses: number; tokensSaved: number }>();
+	rows.forEach((row, r) => {
+		const fate = fates[r] as Fate;
+		const s = stats.get(row.namespace) ?? { hits: 0, misses: 0, tokensSaved: 0 };
+		stats.set(row.namespace, s);
+		if (fate.kind === 'hit') {
+			const hit = hitItem(row.index, row, fate.record, fate.waitedMs);
+			outputs[HIT].push(hit.item);
+			s.hits++;
+			s.tokensSaved += hit.tokens;
+		} else {
+			outputs[MISS].push(missItem(items[row.index], row.index, row, fate, config.hashOnly));
+			s.misses++;
+		}
+	});
+
+	if (config.recordStats) {
+		// One insert-only event per namespace and run: concurrent runs never overwrite each other's counts.
+		const at = new Date().toISOString();
+		const execution = this.getExecutionId() ?? 'unknown';
+		try {
+			await ledger.record(
+				[...stats.entries()].map(([namespace, s]) => ({
+					namespace: statsNamespace(namespace),
+					key: `${at}:${randomUUID()}:${execution}`.slice(0, 500),
+					step: STATS_STEP,
+					status: 'completed' as const,
+					result: { ...s, at },
+				})),
+				{ ttlMs: STATS_TTL_MS },
+			);
+		} catch {
+			this.addExecutionHints({
+				message: 'The hits and misses of this run could not be added to the cache stats (the ledger did not answer). The lookups themselves are fine.',
+				type: 'warning',
+				location: 'outputPane',
+			});
+		}
+	}
+	return outputs;
+}

@@ -1,0 +1,320 @@
+import type {
+	IDataObject,
+	IExecuteFunctions,
+	INodeExecutionData,
+	IPairedItemData,
+	ISourceData,
+	IWorkflowDataProxyData,
+	NodeTypeAndVersion,
+} from 'n8n-workflow';
+
+import { LedgerInputError } from '../../lib/ledger/errors';
+import type { LedgerRecord, RecordRequest } from '../../lib/ledger/types';
+import { toNodeError } from '../../lib/n8n/errors';
+import { FACTS_FIELD } from '../../lib/n8n/facts';
+import { formatPath, parameterSource, parseFieldPath, readPath, type PathSegment } from '../../lib/n8n/keySource';
+import { openLedger } from '../../lib/n8n/ledgerAccess';
+import { namespaceReader, readDuration } from '../../lib/n8n/scope';
+import {
+	CACHE_STEP,
+	cacheFacts,
+	errorItem,
+	factsOfItem,
+	holderOf,
+	isObject,
+	type StoredEntry,
+} from './common';
+import { looksLikeError, responseModel, responseText, responseUsage, usageTokens } from './responseShapes';
+
+const HASH = /^[0-9a-f]{64}$/;
+
+/** Where an answer goes: the prompt it answers, and who may write it. */
+interface Target {
+	namespace: string;
+	hash: string;
+	/** The reservation this answer fulfils, when the Lookup that missed holds it. */
+	holder: string | null;
+	/** The Lookup sent this item to Hit: there is nothing to store. */
+	fromHit: boolean;
+	model: string | null;
+	prompt: IDataObject | null;
+}
+
+interface StoreConfig {
+	target: (itemIndex: number, item: INodeExecutionData) => Target;
+	ttlMs: number;
+	responsePath: PathSegment[] | null;
+	maxBytes: number;
+}
+
+const isLookupNode = (n: NodeTypeAndVersion) =>
+	!n.disabled &&
+	(n.type === 'promptCache' || n.type.endsWith('.promptCache')) &&
+	((n.parameters?.operation as string | undefined) ?? 'lookup') === 'lookup';
+
+/** Prompt Cache Lookup nodes upstream of this one, nearest first (graph distance). */
+function lookupCandidates(ctx: IExecuteFunctions, named: string): string[] {
+	if (named) return [named];
+	const self = ctx.getNode().name;
+	const all = ctx.getParentNodes(self, { includeNodeParameters: true }).filter(isLookupNode);
+	const remaining = new Set(all.map((n) => n.name));
+	const ordered: string[] = [];
+	for (let depth = 1; remaining.size > 0 && depth <= 1000; depth++) {
+		for (const n of ctx.getParentNodes(self, { depth })) if (remaining.delete(n.name)) ordered.push(n.name);
+	}
+	return ordered;
+}
+
+const pairedOf = (p: INodeExecutionData['pairedItem']): IPairedItemData[] =>
+	p === undefined || p === null ? [] : (Array.isArray(p) ? p : [p]).map((x) => (typeof x === 'number' ? { item: x } : x));
+
+/**
+ * Follows an item's pairedItem lineage back to a Lookup's output item, through nodes that
+ * replaced its JSON (the AI node does), with n8n's own paired-item resolution: one data proxy
+ * per run, no expression evaluated per item.
+ */
+function lineageFinder(ctx: IExecuteFunctions, candidates: string[]) {
+	let proxy: IWorkflowDataProxyData | null = null;
+	let sources: ISourceData[] | null = null;
+	return (item: INodeExecutionData): IDataObject | null => {
+		const paired = pairedOf(item.pairedItem);
+		if (paired.length === 0 || candidates.length === 0) return null;
+		proxy ??= ctx.getWorkflowDataProxy(0);
+		sources ??= ctx.getExecuteData()?.source?.main?.filter((s): s is ISourceData => !!s) ?? [];
+		for (const name of candidates) {
+			for (const p of paired) {
+				const from = p.sourceOverwrite ?? sources[p.input ?? 0] ?? sources[0] ?? null;
+				try {
+					const origin = proxy.$getPairedItem(name, from, p);
+					const facts = origin ? lookupFacts(factsOfItem(origin)) : null;
+					if (facts) return facts;
+				} catch {
+					// Not this Lookup (or the trail breaks here); try the next one.
+				}
+			}
+		}
+		return null;
+	};
+}
+
+/** The facts a Lookup put on a Miss (or Hit) item, when these are Prompt Cache facts. */
+function lookupFacts(facts: IDataObject | null): IDataObject | null {
+	if (!facts || facts.step !== CACHE_STEP || typeof facts.promptHash !== 'string' || typeof facts.namespace !== 'string') return null;
+	return facts;
+}
+
+function targetFromFacts(facts: IDataObject): Target {
+	return {
+		namespace: facts.namespace as string,
+		hash: facts.promptHash as string,
+		holder: facts.computing === true && typeof facts.leaseHolder === 'string' ? facts.leaseHolder : null,
+		fromHit: facts.outcome === 'hit',
+		model: typeof facts.model === 'string' ? facts.model : null,
+		prompt: isObject(facts.prompt) ? (facts.prompt as IDataObject) : null,
+	};
+}
+
+function readConfig(ctx: IExecuteFunctions): StoreConfig {
+	const options = ctx.getNodeParameter('storeOptions', 0, {}) as IDataObject;
+	const field = String(options.responseField ?? '').trim();
+	const kb = options.maxResponseKb === undefined ? 256 : Number(options.maxResponseKb);
+	if (!Number.isFinite(kb) || kb <= 0) {
+		throw new LedgerInputError(`The max answer size must be a positive number of KB, not ${JSON.stringify(options.maxResponseKb)}`);
+	}
+	const hashSource = ctx.getNodeParameter('hashSource', 0, 'lookup') as string;
+	let target: StoreConfig['target'];
+	if (hashSource === 'field') {
+		const hash = parameterSource(ctx, 'promptHash');
+		const namespace = namespaceReader(ctx);
+		target = (i, item) => {
+			const value = hash.read(i, item);
+			const text = typeof value === 'string' ? value.trim().toLowerCase() : value;
+			if (typeof text !== 'string' || !HASH.test(text)) {
+				throw new LedgerInputError(
+					`The prompt hash ${value === undefined ? 'is missing' : `${JSON.stringify(value)} is not a prompt hash`} on this item`,
+					'Map Prompt Hash to the 64-character hash the Lookup put on its Miss items, {{ $json.idempotency.promptHash }}, carried along to this node.',
+				);
+			}
+			return { namespace: namespace(i, item), hash: text, holder: null, fromHit: false, model: null, prompt: null };
+		};
+	} else {
+		const named = String(ctx.getNodeParameter('lookupNode', 0, '') ?? '').trim();
+		let candidates: string[] | null = null;
+		let find: ReturnType<typeof lineageFinder> | null = null;
+		target = (_i, item) => {
+			// The item may still carry the Lookup's facts (when the AI node passes its input on).
+			const own = named ? null : lookupFacts(factsOfItem(item));
+			if (own) return targetFromFacts(own);
+			candidates ??= lookupCandidates(ctx, named);
+			find ??= lineageFinder(ctx, candidates);
+			const traced = find(item);
+			if (traced) return targetFromFacts(traced);
+			throw new LedgerInputError(
+				named
+					? `This item does not lead back to a Miss of the node "${named}"`
+					: (candidates ?? []).length === 0
+						? 'There is no Prompt Cache Lookup before this node'
+						: 'This item does not lead back to a Prompt Cache Lookup',
+				'Put Store after the AI node on the Lookup\'s Miss branch, and keep the AI node\'s items linked to their inputs. Or set "Prompt Hash From" to "A Field" and carry {{ $json.idempotency.promptHash }} along.',
+			);
+		};
+	}
+	return {
+		target,
+		ttlMs: readDuration(ctx, 'ttl', 'time to keep answers ("Keep Answers For")'),
+		responsePath: field ? parseFieldPath(field, 'answer field') : null,
+		maxBytes: Math.round(kb * 1024),
+	};
+}
+
+function withoutFacts(json: IDataObject): IDataObject {
+	if (!(FACTS_FIELD in json)) return json;
+	const { [FACTS_FIELD]: _facts, ...rest } = json;
+	void _facts;
+	return rest;
+}
+
+const kbText = (bytes: number) => `${Math.ceil(bytes / 102.4) / 10} KB`;
+
+interface Pending {
+	index: number;
+	target: Target;
+	entry: StoredEntry;
+	bytes: number;
+}
+
+export async function executeStore(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+	const items = this.getInputData();
+	const node = this.getNode();
+	const continueOnFail = this.continueOnFail();
+	let config: StoreConfig;
+	try {
+		config = readConfig(this);
+	} catch (error) {
+		throw toNodeError(node, error);
+	}
+	const ownHolder = holderOf(this);
+	const results = new Array<INodeExecutionData | undefined>(items.length);
+	const failItem = (index: number, error: unknown) => {
+		const nodeError = toNodeError(node, error, index);
+		if (!continueOnFail) throw nodeError;
+		results[index] = errorItem(items[index], index, nodeError);
+	};
+	const passOn = (index: number, facts: IDataObject): INodeExecutionData => ({
+		json: { ...items[index].json, [FACTS_FIELD]: facts },
+		...(items[index].binary ? { binary: items[index].binary } : {}),
+		pairedItem: { item: index },
+	});
+
+	const pending: Pending[] = [];
+	const failed: Array<{ index: number; target: Target }> = [];
+	for (let i = 0; i < items.length; i++) {
+		try {
+			const item = items[i];
+			const target = config.target(i, item);
+			if (target.fromHit) {
+				results[i] = passOn(i, cacheFacts('not_stored', target.namespace, target.hash, null, { reason: 'The answer came from the cache (Hit); it is stored already' }));
+				continue;
+			}
+			const response = config.responsePath ? readPath(item.json, config.responsePath) : withoutFacts(item.json);
+			if (item.error !== undefined || looksLikeError(response)) {
+				// Never cache an error. Free the reservation so that a waiting run asks the model itself.
+				failed.push({ index: i, target });
+				continue;
+			}
+			if (response === undefined || response === null) {
+				throw new LedgerInputError(
+					`The answer field "${formatPath(config.responsePath ?? [])}" is missing on this item`,
+					'Check "Answer Field" under Options, or leave it empty to store the whole output of the AI node.',
+				);
+			}
+			const text = JSON.stringify(response);
+			const bytes = Buffer.byteLength(text, 'utf8');
+			if (bytes > config.maxBytes) {
+				throw new LedgerInputError(
+					`The answer is ${kbText(bytes)}, more than the ${kbText(config.maxBytes)} a cached answer may have; it was not stored`,
+					'Raise "Max Answer Size (KB)" under Options, or store only the part you need with "Answer Field" (for example choices[0].message).',
+				);
+			}
+			const usage = responseUsage(response) ?? responseUsage(item.json);
+			pending.push({
+				index: i,
+				target,
+				bytes,
+				entry: {
+					v: 1,
+					response,
+					usage: (usage as IDataObject | null) ?? null,
+					tokens: usageTokens(usage),
+					model: responseModel(response) ?? target.model,
+					storedAt: new Date().toISOString(),
+					...(target.prompt ? { prompt: target.prompt as unknown as StoredEntry['prompt'] } : {}),
+				},
+			});
+		} catch (error) {
+			failItem(i, error);
+		}
+	}
+
+	const written = new Map<number, LedgerRecord | null>();
+	if (pending.length > 0 || failed.length > 0) {
+		try {
+			const ledger = await openLedger(this);
+			// One write per reservation holder (normally one: this execution).
+			const groups = new Map<string, Array<{ index: number; request: RecordRequest }>>();
+			const add = (holder: string, index: number, request: RecordRequest) => {
+				const group = groups.get(holder) ?? [];
+				group.push({ index, request });
+				groups.set(holder, group);
+			};
+			for (const p of pending) {
+				add(p.target.holder ?? ownHolder, p.index, {
+					namespace: p.target.namespace,
+					key: p.target.hash,
+					step: CACHE_STEP,
+					status: 'completed',
+					result: p.entry,
+				});
+			}
+			const releases = failed.filter((f) => f.target.holder !== null);
+			for (const [holder, group] of groups) {
+				const rows = await ledger.record(group.map((g) => g.request), { ttlMs: config.ttlMs, holder });
+				group.forEach((g, k) => written.set(g.index, rows[k]));
+			}
+			const releaseGroups = new Map<string, RecordRequest[]>();
+			for (const f of releases) {
+				const group = releaseGroups.get(f.target.holder as string) ?? [];
+				group.push({ namespace: f.target.namespace, key: f.target.hash, step: CACHE_STEP, status: 'failed_retryable', result: null });
+				releaseGroups.set(f.target.holder as string, group);
+			}
+			for (const [holder, requests] of releaseGroups) await ledger.record(requests, { ttlMs: 60_000, holder });
+		} catch (error) {
+			if (!continueOnFail) throw toNodeError(node, error);
+			for (const p of pending) failItem(p.index, error);
+			for (const f of failed) failItem(f.index, error);
+			return [results.filter((r): r is INodeExecutionData => r !== undefined)];
+		}
+	}
+
+	for (const f of failed) {
+		results[f.index] = passOn(f.index, cacheFacts('not_stored', f.target.namespace, f.target.hash, null, {
+			reason: 'The AI node returned an error; errors are never cached',
+		}));
+	}
+	for (const p of pending) {
+		const record = written.get(p.index) ?? null;
+		const extra: IDataObject = {
+			model: p.entry.model,
+			tokens: p.entry.tokens,
+			bytes: p.bytes,
+			text: responseText(p.entry.response),
+		};
+		results[p.index] = record
+			? passOn(p.index, cacheFacts('stored', p.target.namespace, p.target.hash, record, { storedAt: p.entry.storedAt, ...extra }))
+			: passOn(p.index, cacheFacts('not_stored', p.target.namespace, p.target.hash, null, {
+					reason: 'Another run has reserved this prompt and is asking the model; its answer will be stored instead',
+					...extra,
+				}));
+	}
+	return [results.filter((r): r is INodeExecutionData => r !== undefined)];
+}
