@@ -1,0 +1,218 @@
+/**
+ * Dedupe Gate inside n8n-core's real workflow engine, against the real PostgreSQL.
+ */
+import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
+
+import { closeAllPostgresLedgers } from '../../lib/ledger';
+import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
+import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { runWorkflow, type EngineRunResult } from '../support/engine';
+
+const GATE_TYPE = 'n8n-nodes-idempotency.dedupeGate';
+const table = uniqueTable('gate');
+const pool = newPool(2);
+const credentials = { idempotencyPostgresApi: settingsFromUrl(table) };
+
+afterAll(async () => {
+	await closeAllPostgresLedgers();
+	for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) {
+		await pool.query(`DROP TABLE IF EXISTS "public"."${table}${suffix}"`);
+	}
+	await pool.end();
+});
+
+function workflow(items: unknown[], gate: INodeParameters, extra: Partial<INode> = {}) {
+	return {
+		nodes: [
+			{ id: '1', name: 'Start', type: 'test.manualTrigger', typeVersion: 1, position: [0, 0], parameters: {} },
+			{ id: '2', name: 'Events', type: 'test.items', typeVersion: 1, position: [200, 0], parameters: { items: JSON.stringify(items) } },
+			{ id: '3', name: 'Gate', type: GATE_TYPE, typeVersion: 1, position: [400, 0], parameters: gate, ...extra },
+		] as INode[],
+		connections: {
+			Start: { main: [[{ node: 'Events', type: 'main' as const, index: 0 }]] },
+			Events: { main: [[{ node: 'Gate', type: 'main' as const, index: 0 }]] },
+		},
+	};
+}
+
+const run = (items: unknown[], gate: INodeParameters, options: { extra?: Partial<INode>; workflowId?: string; creds?: object } = {}) =>
+	runWorkflow(workflow(items, gate, options.extra), {
+		credentials: (options.creds ?? credentials) as never,
+		nodeTypes: { [GATE_TYPE]: new DedupeGate() },
+		workflowId: options.workflowId ?? 'wf-gate',
+	});
+
+const ids = (items: INodeExecutionData[]) => items.map((i) => i.json.id);
+const facts = (item: INodeExecutionData) => item.json.idempotency as Record<string, unknown>;
+
+async function rowCount(namespace: string): Promise<number> {
+	const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${table}" WHERE namespace = $1`, [namespace]);
+	return rows[0].n;
+}
+
+function expectPaired(result: EngineRunResult) {
+	for (const output of result.outputs('Gate')) {
+		for (const item of output) expect(item.pairedItem).toEqual({ item: expect.any(Number) });
+	}
+}
+
+describe('Dedupe Gate in the real engine', () => {
+	const events = Array.from({ length: 20 }, (_, i) => ({ id: `evt_${i}`, amount: i * 10 }));
+
+	test('first run: every item is New; an identical second run: every item is Duplicate', async () => {
+		const gate = { scope: 'shared', namespace: 'engine-seen', mode: 'seen' };
+		const first = await run(events, gate);
+		expect(first.error).toBeUndefined();
+		const [fresh, dup, busy] = first.outputs('Gate');
+		expect(ids(fresh)).toEqual(events.map((e) => e.id));
+		expect(dup).toEqual([]);
+		expect(busy).toEqual([]);
+		expect(facts(fresh[0])).toMatchObject({ outcome: 'new', key: 'evt_0', namespace: 'engine-seen', status: 'completed', attempts: 1 });
+		expectPaired(first);
+
+		const second = await run(events, gate);
+		const [fresh2, dup2] = second.outputs('Gate');
+		expect(fresh2).toEqual([]);
+		expect(ids(dup2)).toEqual(events.map((e) => e.id));
+		expect(facts(dup2[3])).toMatchObject({ outcome: 'duplicate', key: 'evt_3', status: 'completed' });
+		expect(facts(dup2[3]).firstSeenAt).toBe(facts(fresh[3]).firstSeenAt);
+		expectPaired(second);
+		expect(await rowCount('engine-seen')).toBe(20);
+	});
+
+	test('claim until completed: a second run finds the keys In Progress, under the workflow namespace', async () => {
+		const gate = { mode: 'lease' };
+		const first = await run(events.slice(0, 5), gate, { workflowId: 'wf-lease' });
+		expect(ids(first.outputs('Gate')[0])).toHaveLength(5);
+		expect(facts(first.outputs('Gate')[0][0])).toMatchObject({ namespace: 'workflow:wf-lease', status: 'in_progress' });
+		const second = await run(events.slice(0, 5), gate, { workflowId: 'wf-lease' });
+		const [fresh, dup, busy] = second.outputs('Gate');
+		expect(fresh).toEqual([]);
+		expect(dup).toEqual([]);
+		expect(ids(busy)).toEqual(events.slice(0, 5).map((e) => e.id));
+		// Another workflow has its own namespace.
+		const other = await run(events.slice(0, 5), gate, { workflowId: 'wf-other' });
+		expect(other.outputs('Gate')[0]).toHaveLength(5);
+	});
+
+	test('duplicates inside one input batch: the first item wins', async () => {
+		const batch = [{ id: 'a', n: 1 }, { id: 'b', n: 2 }, { id: 'a', n: 1 }, { id: 'c', n: 3 }, { id: 'b', n: 2 }];
+		const result = await run(batch, { scope: 'shared', namespace: 'engine-batch', mode: 'seen' });
+		const [fresh, dup] = result.outputs('Gate');
+		expect(fresh.map((i) => i.pairedItem)).toEqual([{ item: 0 }, { item: 1 }, { item: 3 }]);
+		expect(dup.map((i) => i.pairedItem)).toEqual([{ item: 2 }, { item: 4 }]);
+	});
+
+	test('key sources: field path, plain and complex expressions, hash of chosen fields, hash of whole item', async () => {
+		const items = [{ data: { object: { id: 'x1' } }, email: ' A@b.c ', order: 7 }];
+		const cases: Array<[INodeParameters, string | RegExp]> = [
+			[{ keySource: 'field', keyField: 'data.object.id' }, 'x1'],
+			[{ keySource: 'expression', keyExpression: '={{ $json.data.object.id }}' }, 'x1'],
+			[{ keySource: 'expression', keyExpression: '={{ $json.data.object.id + "-" + $json.order }}' }, 'x1-7'],
+			[{ keySource: 'expression', keyExpression: '={{ $json.order }}' }, '7'],
+			[{ keySource: 'fields', keyFields: 'email, order' }, /^[0-9a-f]{64}$/],
+			[{ keySource: 'item' }, /^[0-9a-f]{64}$/],
+		];
+		for (const [params, expected] of cases) {
+			const result = await run(items, { scope: 'shared', namespace: `engine-keys-${JSON.stringify(params).length}-${Math.random()}`, mode: 'seen', ...params });
+			expect(result.error).toBeUndefined();
+			const key = facts(result.outputs('Gate')[0][0]).key as string;
+			if (typeof expected === 'string') expect(key).toBe(expected);
+			else expect(key).toMatch(expected);
+		}
+		// Whitespace and key order do not change a hash of the whole item.
+		const ns = `engine-hash-${Math.random()}`;
+		await run([{ a: 1, b: ' x ' }], { scope: 'shared', namespace: ns, mode: 'seen', keySource: 'item' });
+		const again = await run([{ b: 'x', a: 1 }], { scope: 'shared', namespace: ns, mode: 'seen', keySource: 'item' });
+		expect(again.outputs('Gate')[1]).toHaveLength(1);
+	});
+
+	test('only newer versions: an older or equal version is a duplicate, a newer one passes', async () => {
+		const gate = { scope: 'shared', namespace: 'engine-newer', mode: 'newer', versionField: 'updated' };
+		await run([{ id: 'o1', updated: '2026-01-02T00:00:00Z', v: 'b' }], gate);
+		const older = await run([{ id: 'o1', updated: '2026-01-01T00:00:00Z', v: 'a' }], gate);
+		expect(older.outputs('Gate')[1]).toHaveLength(1);
+		const newer = await run([{ id: 'o1', updated: '2026-01-03T00:00:00Z', v: 'c' }], gate);
+		expect(newer.outputs('Gate')[0]).toHaveLength(1);
+		expect(facts(newer.outputs('Gate')[0][0]).version).toBe('2026-01-03T00:00:00Z');
+	});
+
+	test('payload mismatch: duplicate by default, its own output, or an error', async () => {
+		const base = { scope: 'shared', mode: 'seen' };
+		for (const [policy, check] of [
+			['duplicate', (r: EngineRunResult) => expect(facts(r.outputs('Gate')[1][0]).outcome).toBe('mismatch')],
+			['route', (r: EngineRunResult) => {
+				expect(r.outputs('Gate')).toHaveLength(4);
+				expect(facts(r.outputs('Gate')[3][0]).outcome).toBe('mismatch');
+			}],
+			['error', (r: EngineRunResult) => expect(r.nodeError('Gate')?.message).toMatch(/seen before with different content/)],
+		] as const) {
+			const namespace = `engine-mismatch-${policy}`;
+			await run([{ id: 'm', total: 10 }], { ...base, namespace, onMismatch: policy });
+			check(await run([{ id: 'm', total: 99 }], { ...base, namespace, onMismatch: policy }));
+		}
+		// Webhook items compare their body only: new headers on a redelivery are no mismatch.
+		const namespace = 'engine-webhook';
+		const delivery = (requestId: string) => ({ headers: { 'x-request-id': requestId }, body: { id: 'evt_w', amount: 5 }, query: {} });
+		await run([delivery('r1')], { ...base, namespace, keySource: 'field', keyField: 'body.id' });
+		const redelivery = await run([delivery('r2')], { ...base, namespace, keySource: 'field', keyField: 'body.id' });
+		expect(facts(redelivery.outputs('Gate')[1][0]).outcome).toBe('duplicate');
+	});
+
+	describe('bad input: a readable error, and nothing written', () => {
+		const cases: Array<[string, unknown[], INodeParameters, RegExp]> = [
+			['missing key', [{ other: 1 }], {}, /key \(field "id"\) is missing/],
+			['empty key', [{ id: '   ' }], {}, /key is empty/],
+			['object key', [{ id: { nested: true } }], {}, /must be text or a number, but on this item it is an object/],
+			['list key', [{ id: [1, 2] }], {}, /it is a list/],
+			['over-long key', [{ id: 'k'.repeat(513) }], {}, /513 characters long; the limit is 512/],
+			['missing key through an expression', [{ other: 1 }], { keySource: 'expression', keyExpression: '={{ $json.id }}' }, /key is missing/],
+			['bad key field name', [{ id: 1 }], { keyField: 'a..b' }, /is not a field name/],
+			['missing field to hash', [{ id: 1 }], { keySource: 'fields', keyFields: 'id, email' }, /"email" is missing/],
+			['empty shared namespace', [{ id: 1 }], { scope: 'shared', namespace: ' ' }, /namespace is empty/],
+			['bad retention', [{ id: 1 }], { retention: 0 }, /positive number of days/],
+		];
+		test.each(cases)('%s', async (_name, items, params, message) => {
+			const namespace = `engine-bad-${Math.random()}`;
+			const result = await run(items, { scope: 'shared', namespace, mode: 'seen', ...params });
+			expect(result.nodeError('Gate')?.message).toMatch(message);
+			expect(result.outputs('Gate')).toEqual([]);
+			expect(await rowCount(namespace)).toBe(0);
+		});
+
+		test('an invalid table name in the credential is refused before any SQL', async () => {
+			const bad = { idempotencyPostgresApi: { ...settingsFromUrl(table), table: 'ledger; DROP TABLE x' } };
+			const result = await run([{ id: 1 }], { mode: 'seen' }, { creds: bad });
+			expect(result.nodeError('Gate')?.message).toMatch(/table name "ledger; DROP TABLE x" is not a valid name/);
+		});
+
+		test('with Continue on error, the bad item leaves on Duplicate with its error and the rest go on', async () => {
+			const namespace = `engine-continue-${Math.random()}`;
+			const result = await run([{ id: 'ok-1' }, { nope: true }, { id: 'ok-2' }], { scope: 'shared', namespace, mode: 'seen' }, { extra: { onError: 'continueRegularOutput' } });
+			const [fresh, dup] = result.outputs('Gate');
+			expect(ids(fresh)).toEqual(['ok-1', 'ok-2']);
+			expect(dup).toHaveLength(1);
+			expect(dup[0].json.error).toMatch(/missing/);
+			expect(dup[0].pairedItem).toEqual({ item: 1 });
+			expect(await rowCount(namespace)).toBe(2);
+		});
+	});
+
+	describe('when the ledger cannot be reached', () => {
+		const down = { idempotencyPostgresApi: { ...settingsFromUrl(table), port: 1 } };
+
+		test('the gate fails closed and says what to check', async () => {
+			const result = await run([{ id: 1 }, { id: 2 }], { mode: 'seen' }, { creds: down });
+			expect(result.nodeError('Gate')?.message).toMatch(/ledger is unavailable: The ledger database refused the connection/);
+			expect(result.nodeError('Gate')?.description).toMatch(/Check that PostgreSQL is running/);
+			expect(result.outputs('Gate')).toEqual([]);
+		});
+
+		test('with "Let Items Through if the Ledger Is Down" every item goes to New, marked unverified', async () => {
+			const result = await run([{ id: 1 }, { id: 2 }], { mode: 'seen', options: { failOpen: true } }, { creds: down });
+			const [fresh] = result.outputs('Gate');
+			expect(fresh).toHaveLength(2);
+			expect(facts(fresh[0]).outcome).toBe('unverified');
+		});
+	});
+});
