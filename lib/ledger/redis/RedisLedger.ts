@@ -146,6 +146,7 @@ export class RedisLedger implements Ledger {
 	 * The registry write always follows the row writes (purgeExpired relies on that order).
 	 */
 	private async run(calls: Call[], namespaces: string[] = []): Promise<unknown[]> {
+		if (calls.length === 0) return [];
 		const script = (p: ChainableCommander, c: Call) =>
 			(p as unknown as Record<string, (args: unknown[]) => void>)[c.name]([c.keys.length, ...c.keys, ...c.args]);
 		const register = (p: ChainableCommander) => {
@@ -159,7 +160,11 @@ export class RedisLedger implements Ledger {
 			return replies.slice(0, calls.length);
 		}
 		const groups = new Map<string, number[]>();
-		calls.forEach((c, i) => groups.set(c.namespace, [...(groups.get(c.namespace) ?? []), i]));
+		calls.forEach((c, i) => {
+			const group = groups.get(c.namespace);
+			if (group) group.push(i);
+			else groups.set(c.namespace, [i]);
+		});
 		const replies = new Array<unknown>(calls.length);
 		await Promise.all(
 			[...groups.values()].map(async (indexes) => {

@@ -71,9 +71,8 @@ export function createRedisClient(s: RedisSettings): Redis | Cluster {
 	const options = redisOptions(s);
 	if (!s.cluster) return new Redis(options);
 	const nodes = parseClusterNodes(s.clusterNodes);
+	// Cluster nodes take everything but the address, database and reconnect policy of a single server.
 	const { host, port, db, lazyConnect, retryStrategy, ...nodeOptions } = options;
-	void db;
-	void retryStrategy;
 	return new Cluster(nodes.length > 0 ? nodes : [{ host, port }], {
 		lazyConnect,
 		redisOptions: nodeOptions,
