@@ -1,0 +1,525 @@
+/**
+ * Runs workflow JSON through n8n's REAL workflow engine (`WorkflowExecute` from n8n-core, a
+ * real `Workflow` from n8n-workflow) inside jest, with no hand-made IExecuteFunctions mock.
+ *
+ * What n8n-core 2.40 needs to run outside the n8n CLI, and what this file does about it:
+ *
+ * - Expressions: n8n-workflow's `Expression` class can evaluate with the in-process "legacy"
+ *   evaluator (Tournament) or in a VM ('vm' = isolated-vm, 'quickjs'). The library default is
+ *   'legacy'; only the n8n CLI switches engines, from `N8N_EXPRESSION_ENGINE`, by calling
+ *   `Expression.initExpressionEngine()`. isolated-vm is not built here, so this file calls
+ *   `Expression.setExpressionEngine('legacy')` once (nothing in a test process reads the env
+ *   variable) and never calls `initExpressionEngine`. `getActiveImplementation()` then reports
+ *   'legacy'.
+ * - Dependency injection: node execution contexts take `InstanceSettings` from the `@n8n/di`
+ *   container when they are built, and the engine reports node errors to `ErrorReporter` from
+ *   the container. The real `InstanceSettings` reads or creates `~/.n8n/config` (an encryption
+ *   key) when constructed, so both are replaced by small hand-written stand-ins. The container
+ *   is the one n8n-core itself resolves (`@n8n/di`, loaded relative to n8n-core), so the
+ *   stand-ins are the ones the engine sees even if `@n8n/di` were not hoisted.
+ * - Logging: a node that uses `this.logger` makes the container build n8n's real `Logger` from
+ *   environment configuration; `N8N_LOG_LEVEL` is set to 'silent' (unless already set) so that
+ *   never prints.
+ * - Hooks: `WorkflowExecute` asserts `additionalData.hooks`; a real `ExecutionLifecycleHooks`
+ *   records the node execution order and resolves on `workflowExecuteAfter`.
+ * - Credentials: an in-memory `ICredentialsHelper`: `getDecrypted` returns the data given for
+ *   the credential type, `getParentTypes` returns [], `authenticate` passes the request through.
+ *   A node whose JSON has no `credentials` entry for a credential type its description declares
+ *   and the caller supplied gets one filled in (`{ id: <type>, name: <type> }`), so test workflows
+ *   need not repeat it.
+ *
+ * Nothing here opens a network connection or touches the n8n user folder.
+ */
+import { createRequire } from 'node:module';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+import { ErrorReporter, ExecutionLifecycleHooks, InstanceSettings, WorkflowExecute } from 'n8n-core';
+import {
+	Expression,
+	ICredentialsHelper,
+	NodeHelpers,
+	Workflow,
+	createRunExecutionData,
+	deepCopy,
+	type ExecutionError,
+	type ICredentialDataDecryptedObject,
+	type ICredentials,
+	type IConnections,
+	type IDataObject,
+	type IExecuteFunctions,
+	type IHttpRequestOptions,
+	type INode,
+	type INodeCredentialsDetails,
+	type INodeExecutionData,
+	type INodeParameters,
+	type INodeProperties,
+	type INodeType,
+	type INodeTypes,
+	type IRun,
+	type ITaskData,
+	type IVersionedNodeType,
+	type IWorkflowBase,
+	type IWorkflowExecuteAdditionalData,
+	type IWorkflowSettings,
+	type NodeParameterValueType,
+	type WorkflowExecuteMode,
+} from 'n8n-workflow';
+
+import { fixtureNodeTypes } from './fixtureNodes';
+
+/* ------------------------------------------------------------------------------------------ */
+/* One-time environment                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+interface DiContainer {
+	set<T>(token: unknown, instance: T): void;
+	get<T>(token: unknown): T;
+}
+
+/** Errors the engine handed to n8n's ErrorReporter (in n8n they would go to Sentry and logs). */
+export const reportedErrors: Array<{ error: unknown; options?: unknown }> = [];
+
+let environmentReady = false;
+
+function prepareEnvironment(): void {
+	if (environmentReady) return;
+	environmentReady = true;
+
+	process.env.N8N_LOG_LEVEL ??= 'silent';
+	Expression.setExpressionEngine('legacy');
+
+	const fromCore = createRequire(require.resolve('n8n-core'));
+	const { Container } = fromCore('@n8n/di') as { Container: DiContainer };
+
+	const n8nFolder = mkdtempSync(path.join(tmpdir(), 'n8n-engine-harness-'));
+	const instanceSettings = {
+		instanceId: 'engine-harness-instance',
+		derivedInstanceId: 'engine-harness-instance',
+		hostId: 'engine-harness-host',
+		hmacSignatureSecret: 'engine-harness-hmac-secret',
+		encryptionKey: 'engine-harness-encryption-key',
+		n8nFolder,
+		staticCacheDir: path.join(n8nFolder, 'cache'),
+		customExtensionDir: path.join(n8nFolder, 'custom'),
+		nodesDownloadDir: path.join(n8nFolder, 'nodes'),
+		nodeDefinitionsDir: path.join(n8nFolder, 'node-definitions'),
+		instanceType: 'main',
+		instanceRole: 'leader',
+		isLeader: true,
+		isFollower: false,
+		isWorker: false,
+		isMultiMain: false,
+		isSingleMain: true,
+		isDocker: false,
+	};
+	Container.set(InstanceSettings, instanceSettings as unknown as InstanceSettings);
+
+	const errorReporter = {
+		error: (error: unknown, options?: unknown) => void reportedErrors.push({ error, options }),
+		warn: (error: unknown, options?: unknown) => void reportedErrors.push({ error, options }),
+		info: () => undefined,
+	};
+	Container.set(ErrorReporter, errorReporter as unknown as ErrorReporter);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Registries                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+class InMemoryNodeTypes implements INodeTypes {
+	constructor(private readonly types: Record<string, INodeType | IVersionedNodeType>) {}
+
+	getByName(nodeType: string): INodeType | IVersionedNodeType {
+		const type = this.types[nodeType];
+		if (!type) {
+			throw new Error(
+				`Unknown node type "${nodeType}" (registered: ${Object.keys(this.types).join(', ')})`,
+			);
+		}
+		return type;
+	}
+
+	getByNameAndVersion(nodeType: string, version?: number): INodeType {
+		return NodeHelpers.getVersionedNodeType(this.getByName(nodeType), version);
+	}
+
+	getKnownTypes(): IDataObject {
+		return {};
+	}
+}
+
+class InMemoryCredentialsHelper extends ICredentialsHelper {
+	constructor(private readonly byType: Record<string, ICredentialDataDecryptedObject>) {
+		super();
+	}
+
+	getParentTypes(): string[] {
+		return [];
+	}
+
+	isCredentialUsableByNode(): boolean {
+		return true;
+	}
+
+	async authenticate(
+		_credentials: ICredentialDataDecryptedObject,
+		_typeName: string,
+		requestOptions: IHttpRequestOptions,
+	): Promise<IHttpRequestOptions> {
+		return requestOptions;
+	}
+
+	async preAuthentication(): Promise<ICredentialDataDecryptedObject | undefined> {
+		return undefined;
+	}
+
+	async runPreAuthentication(): Promise<ICredentialDataDecryptedObject | undefined> {
+		return undefined;
+	}
+
+	async getCredentials(nodeCredentials: INodeCredentialsDetails, type: string): Promise<ICredentials> {
+		throw new Error(
+			`The engine harness does not provide encrypted credentials (asked for "${type}" of ${JSON.stringify(nodeCredentials)})`,
+		);
+	}
+
+	async getDecrypted(
+		_additionalData: IWorkflowExecuteAdditionalData,
+		_nodeCredentials: INodeCredentialsDetails,
+		type: string,
+	): Promise<ICredentialDataDecryptedObject> {
+		const data = this.byType[type];
+		if (!data) {
+			throw new Error(`No credentials of type "${type}" were given to the engine harness`);
+		}
+		return deepCopy(data);
+	}
+
+	async updateCredentials(): Promise<void> {}
+
+	async updateCredentialsOauthTokenData(): Promise<void> {}
+
+	getCredentialsProperties(): INodeProperties[] {
+		return [];
+	}
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* runWorkflow                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+export interface EngineWorkflow {
+	nodes: INode[];
+	connections: IConnections;
+	settings?: IWorkflowSettings;
+	staticData?: IDataObject;
+	id?: string;
+	name?: string;
+}
+
+export interface RunWorkflowOptions {
+	/** Decrypted credential data by credential type name, e.g. `{ idempotencyPostgresApi: {...} }`. */
+	credentials?: Record<string, ICredentialDataDecryptedObject>;
+	/** Extra node types by full type name (`n8n-nodes-idempotency.dedupeGate`); override fixtures. */
+	nodeTypes?: Record<string, INodeType | IVersionedNodeType>;
+	/** `$execution.id` and `getExecutionId()`. Default: a fresh id per run. */
+	executionId?: string;
+	/** `$workflow.id`. Default 'engine-harness-workflow'. */
+	workflowId?: string;
+	/**
+	 * Name of the node the run starts from. Default: n8n's own choice (trigger/poll nodes and
+	 * known start types), else the first enabled node without an incoming main connection.
+	 */
+	startNode?: string;
+	/** Items given to the start node. Default `[{ json: {} }]`, as n8n does. */
+	startItems?: INodeExecutionData[];
+	/** Execution mode. Default 'manual' (as n8n's own NodeTestHarness). */
+	mode?: WorkflowExecuteMode;
+}
+
+export interface EngineRunResult {
+	/** The full run as the engine returned it (also what `workflowExecuteAfter` received). */
+	run: IRun;
+	/** Node names in the order the engine finished them (repeats for nodes that ran more than once). */
+	executionOrder: string[];
+	/** The node's items per output index, from its first run. [] when the node did not run. */
+	outputs(nodeName: string): INodeExecutionData[][];
+	/** Items of output 0 of the node's first run (shorthand for `outputs(name)[0] ?? []`). */
+	items(nodeName: string): INodeExecutionData[];
+	/** Every run of the node (n8n keeps one ITaskData per run). */
+	runs(nodeName: string): ITaskData[];
+	/** The error that ended the run, if any (`run.data.resultData.error`). */
+	error?: ExecutionError;
+	/** The error recorded on the node's first run, if it failed. */
+	nodeError(nodeName: string): ExecutionError | undefined;
+	/** Whether the node ran at all. */
+	ran(nodeName: string): boolean;
+}
+
+let executionCounter = 0;
+
+function chooseStartNode(workflow: Workflow, nodes: INode[], startNode?: string): INode {
+	if (startNode !== undefined) {
+		const node = workflow.getNode(startNode);
+		if (!node) throw new Error(`Start node "${startNode}" is not in the workflow`);
+		return node;
+	}
+	const byN8n = workflow.getStartNode();
+	if (byN8n) return byN8n;
+	const withInput = new Set(Object.keys(workflow.connectionsByDestinationNode));
+	const first = nodes.find((node) => !node.disabled && !withInput.has(node.name));
+	if (!first) throw new Error('No start node: every node has an incoming connection');
+	return workflow.getNode(first.name) as INode;
+}
+
+function fillCredentials(
+	nodes: INode[],
+	nodeTypes: INodeTypes,
+	credentials: Record<string, ICredentialDataDecryptedObject>,
+): void {
+	for (const node of nodes) {
+		const declared = nodeTypes.getByNameAndVersion(node.type, node.typeVersion).description.credentials ?? [];
+		for (const { name } of declared) {
+			if (!(name in credentials) || node.credentials?.[name]) continue;
+			node.credentials = { ...(node.credentials ?? {}), [name]: { id: name, name } };
+		}
+	}
+}
+
+/**
+ * Runs the workflow through n8n-core's `WorkflowExecute` and resolves when the engine has
+ * finished (after `workflowExecuteAfter`). Node failures do not reject: they are in `error` /
+ * `nodeError()`, as n8n records them. The workflow JSON is copied, never changed.
+ */
+export async function runWorkflow(
+	workflowJson: EngineWorkflow,
+	options: RunWorkflowOptions = {},
+): Promise<EngineRunResult> {
+	prepareEnvironment();
+
+	const nodeTypes = new InMemoryNodeTypes({ ...fixtureNodeTypes(), ...(options.nodeTypes ?? {}) });
+	const credentials = options.credentials ?? {};
+	const nodes = deepCopy(workflowJson.nodes);
+	fillCredentials(nodes, nodeTypes, credentials);
+
+	const workflowId = options.workflowId ?? workflowJson.id ?? 'engine-harness-workflow';
+	const executionId = options.executionId ?? `engine-harness-${++executionCounter}`;
+	const mode = options.mode ?? 'manual';
+	const settings: IWorkflowSettings = { executionOrder: 'v1', ...(workflowJson.settings ?? {}) };
+
+	const workflow = new Workflow({
+		id: workflowId,
+		name: workflowJson.name ?? 'Engine harness workflow',
+		nodes,
+		connections: deepCopy(workflowJson.connections),
+		active: false,
+		nodeTypes,
+		settings,
+		staticData: workflowJson.staticData ? deepCopy(workflowJson.staticData) : undefined,
+	});
+
+	const workflowData: IWorkflowBase = {
+		id: workflowId,
+		name: workflow.name ?? '',
+		active: false,
+		isArchived: false,
+		createdAt: new Date(),
+		updatedAt: new Date(),
+		nodes,
+		connections: workflow.connectionsBySourceNode,
+		settings,
+		activeVersionId: null,
+	};
+	const hooks = new ExecutionLifecycleHooks(mode, executionId, workflowData);
+	const executionOrder: string[] = [];
+	hooks.addHandler('nodeExecuteAfter', (nodeName) => {
+		executionOrder.push(nodeName);
+	});
+	let afterHookRan: (fullRunData: IRun) => void = () => undefined;
+	const afterHook = new Promise<IRun>((resolve) => (afterHookRan = resolve));
+	hooks.addHandler('workflowExecuteAfter', (fullRunData) => afterHookRan(fullRunData));
+
+	const notAvailable = (what: string) => () => {
+		throw new Error(`${what} is not available in the engine harness`);
+	};
+	const additionalData = {
+		credentialsHelper: new InMemoryCredentialsHelper(credentials),
+		hooks,
+		executionId,
+		workflowId,
+		currentNodeExecutionIndex: 0,
+		restApiUrl: 'http://localhost:5678/rest',
+		instanceBaseUrl: 'http://localhost:5678/',
+		formBaseUrl: 'http://localhost:5678/form',
+		formWaitingBaseUrl: 'http://localhost:5678/form-waiting',
+		formTestBaseUrl: 'http://localhost:5678/form-test',
+		webhookBaseUrl: 'http://localhost:5678/webhook',
+		webhookWaitingBaseUrl: 'http://localhost:5678/webhook-waiting',
+		webhookTestBaseUrl: 'http://localhost:5678/webhook-test',
+		mcpBaseUrl: 'http://localhost:5678/mcp',
+		mcpTestBaseUrl: 'http://localhost:5678/mcp-test',
+		currentNodeParameters: undefined,
+		variables: {},
+		executeWorkflow: notAvailable('executeWorkflow (sub-workflows)'),
+		getRunExecutionData: async () => undefined,
+		getRuntimeCredential: async () => undefined,
+		logAiEvent: () => undefined,
+		startRunnerTask: notAvailable('startRunnerTask (Code node task runners)'),
+		externalSecretsProxy: {
+			hasProvider: () => false,
+			getSecret: () => undefined,
+			hasSecret: () => false,
+			listProviders: () => [],
+			listSecrets: () => [],
+		},
+	} as unknown as IWorkflowExecuteAdditionalData;
+
+	const startNode = chooseStartNode(workflow, nodes, options.startNode);
+	let run: IRun;
+	if (options.startItems) {
+		const runExecutionData = createRunExecutionData({
+			executionData: {
+				nodeExecutionStack: [
+					{ node: startNode, data: { main: [deepCopy(options.startItems)] }, source: null },
+				],
+			},
+		});
+		run = await new WorkflowExecute(additionalData, mode, runExecutionData).processRunExecutionData(workflow);
+	} else {
+		run = await new WorkflowExecute(additionalData, mode).run({ workflow, startNode });
+	}
+	// The engine awaits `workflowExecuteAfter` before it resolves, with the same IRun; prefer the
+	// hook's copy, but never wait for a hook the engine skipped.
+	const fromHook = await Promise.race([afterHook, new Promise<undefined>((resolve) => setImmediate(() => resolve(undefined)))]);
+	if (fromHook) run = fromHook;
+
+	const runData = run.data.resultData.runData;
+	const runs = (nodeName: string): ITaskData[] => runData[nodeName] ?? [];
+	const outputs = (nodeName: string): INodeExecutionData[][] =>
+		(runs(nodeName)[0]?.data?.main ?? []).map((items) => items ?? []);
+	return {
+		run,
+		executionOrder,
+		outputs,
+		items: (nodeName) => outputs(nodeName)[0] ?? [],
+		runs,
+		error: run.data.resultData.error,
+		nodeError: (nodeName) => runs(nodeName)[0]?.error,
+		ran: (nodeName) => runs(nodeName).length > 0,
+	};
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* evaluateParameter                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+export type ParameterOutcome =
+	| { ok: true; value: NodeParameterValueType | object }
+	| { ok: false; error: Error };
+
+export interface EvaluateParameterOptions {
+	/**
+	 * Declared properties of the probe node. Default: every key of `nodeParameters` declared as
+	 * `{ type: 'string', default: '' }` (a plain string parameter).
+	 */
+	properties?: INodeProperties[];
+	/** Name of the node that emits the item; `$('<sourceName>')` refers to it. Default 'Source'. */
+	sourceName?: string;
+	/** Name of the node that reads the parameter. Default 'Probe'. */
+	probeName?: string;
+}
+
+const PROBE_SOURCE_TYPE = 'engineHarness.probeSource';
+const PROBE_TYPE = 'engineHarness.probe';
+
+/**
+ * Evaluates one parameter for each item exactly as `this.getNodeParameter(parameterName, i)` in a
+ * node's `execute` would: a two-node workflow (Source emits the items, Probe reads the
+ * parameter) runs through the real engine, and Probe calls `getNodeParameter` per item. Errors
+ * thrown by `getNodeParameter` (e.g. a bad expression) are returned per item, not thrown.
+ */
+export async function evaluateParameterForItems(
+	nodeParameters: INodeParameters,
+	items: INodeExecutionData[],
+	parameterName: string,
+	options: EvaluateParameterOptions = {},
+): Promise<ParameterOutcome[]> {
+	const sourceName = options.sourceName ?? 'Source';
+	const probeName = options.probeName ?? 'Probe';
+	const inputItems: INodeExecutionData[] = items.map((item, index) => ({ ...item, pairedItem: { item: index } }));
+	const properties: INodeProperties[] =
+		options.properties ??
+		Object.keys(nodeParameters).map((name) => ({ displayName: name, name, type: 'string', default: '' }));
+
+	const outcomes: ParameterOutcome[] = [];
+	const probeSource: INodeType = {
+		description: {
+			displayName: 'Probe Source',
+			name: PROBE_SOURCE_TYPE,
+			group: ['transform'],
+			version: 1,
+			description: 'Emits the items under test',
+			defaults: { name: 'Probe Source' },
+			inputs: ['main'],
+			outputs: ['main'],
+			properties: [],
+		},
+		async execute() {
+			return [deepCopy(inputItems)];
+		},
+	};
+	const probe: INodeType = {
+		description: {
+			displayName: 'Probe',
+			name: PROBE_TYPE,
+			group: ['transform'],
+			version: 1,
+			description: 'Reads one parameter per item',
+			defaults: { name: 'Probe' },
+			inputs: ['main'],
+			outputs: ['main'],
+			properties,
+		},
+		async execute(this: IExecuteFunctions) {
+			const input = this.getInputData();
+			for (let i = 0; i < input.length; i++) {
+				try {
+					outcomes.push({ ok: true, value: this.getNodeParameter(parameterName, i) });
+				} catch (error) {
+					outcomes.push({ ok: false, error: error as Error });
+				}
+			}
+			return [input];
+		},
+	};
+
+	const result = await runWorkflow(
+		{
+			nodes: [
+				{ id: 'source', name: sourceName, type: PROBE_SOURCE_TYPE, typeVersion: 1, position: [0, 0], parameters: {} },
+				{ id: 'probe', name: probeName, type: PROBE_TYPE, typeVersion: 1, position: [200, 0], parameters: nodeParameters },
+			],
+			connections: { [sourceName]: { main: [[{ node: probeName, type: 'main', index: 0 }]] } },
+		},
+		{ nodeTypes: { [PROBE_SOURCE_TYPE]: probeSource, [PROBE_TYPE]: probe } },
+	);
+	if (result.error && outcomes.length === 0) throw result.error;
+	return outcomes;
+}
+
+/**
+ * Evaluates one parameter for one item as `this.getNodeParameter(parameterName, 0)` would (see
+ * `evaluateParameterForItems`). Resolves with the value, rejects with the error n8n raised.
+ */
+export async function evaluateParameter(
+	nodeParameters: INodeParameters,
+	item: INodeExecutionData,
+	parameterName: string,
+	options?: EvaluateParameterOptions,
+): Promise<NodeParameterValueType | object> {
+	const [outcome] = await evaluateParameterForItems(nodeParameters, [item], parameterName, options);
+	if (!outcome.ok) throw outcome.error;
+	return outcome.value;
+}
