@@ -31,7 +31,7 @@
  * Nothing here opens a network connection or touches the n8n user folder.
  */
 import { createRequire } from 'node:module';
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -93,7 +93,10 @@ function prepareEnvironment(): void {
 	const fromCore = createRequire(require.resolve('n8n-core'));
 	const { Container } = fromCore('@n8n/di') as { Container: DiContainer };
 
-	const n8nFolder = mkdtempSync(path.join(tmpdir(), 'n8n-engine-harness-'));
+	// Only file-system helpers (this.helpers.writeContentToFile and the like) use this folder.
+	// One shared, empty folder: created once, never filled by the harness itself.
+	const n8nFolder = path.join(tmpdir(), 'n8n-engine-harness');
+	mkdirSync(n8nFolder, { recursive: true });
 	const instanceSettings = {
 		instanceId: 'engine-harness-instance',
 		derivedInstanceId: 'engine-harness-instance',
