@@ -218,12 +218,13 @@ async function waitForOthers(
 ): Promise<void> {
 	const started = Date.now();
 	const deadline = started + waitMs;
-	let delay = 50;
+	// Short first polls (a model answers in about a second), then at most four per second per prompt.
+	let delay = 25;
 	while (waiting.size > 0) {
 		const left = deadline - Date.now();
 		if (left <= 0) break;
 		await sleep(Math.min(delay, left));
-		delay = Math.min(Math.round(delay * 1.5), 1000);
+		delay = Math.min(Math.round(delay * 1.5), 250);
 		const entries = [...waiting.entries()];
 		const found = await mapLimit(entries, 8, ([, w]) => ledger.get(w.namespace, w.hash));
 		const retake: Array<[string, { namespace: string; hash: string; rows: number[] }]> = [];

@@ -257,6 +257,7 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 	}
 
 	const written = new Map<number, LedgerRecord | null>();
+	const refused = new Map<number, 'stored' | 'reserved'>();
 	if (pending.length > 0 || failed.length > 0) {
 		try {
 			const ledger = await openLedger(this);
@@ -267,7 +268,23 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 				group.push({ index, request });
 				groups.set(holder, group);
 			};
+			// An answer whose Lookup did not reserve the prompt (it did not wait, or waited in vain)
+			// must not replace one that is stored or being fetched: reserve first, atomically, and
+			// store only what this run then holds. The first answer stored is the one every run gets.
+			const unreserved = pending.filter((p) => p.target.holder === null);
+			if (unreserved.length > 0) {
+				const outcomes = await ledger.claim(
+					unreserved.map((p) => ({ namespace: p.target.namespace, key: p.target.hash, step: CACHE_STEP, fingerprint: null })),
+					{ mode: 'lease', holder: ownHolder, leaseMs: 60_000, ttlMs: 60_000 },
+				);
+				outcomes.forEach((outcome, k) => {
+					const first = outcome.kind === 'batch_duplicate' ? outcomes[outcome.firstIndex] : outcome;
+					const mine = first.kind === 'claimed' || (first.kind === 'in_progress' && first.record.leaseHolder === ownHolder);
+					if (!mine) refused.set(unreserved[k].index, first.kind === 'duplicate' ? 'stored' : 'reserved');
+				});
+			}
 			for (const p of pending) {
+				if (refused.has(p.index)) continue;
 				add(p.target.holder ?? ownHolder, p.index, {
 					namespace: p.target.namespace,
 					key: p.target.hash,
@@ -312,7 +329,10 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 		results[p.index] = record
 			? passOn(p.index, cacheFacts('stored', p.target.namespace, p.target.hash, record, { storedAt: p.entry.storedAt, ...extra }))
 			: passOn(p.index, cacheFacts('not_stored', p.target.namespace, p.target.hash, null, {
-					reason: 'Another run has reserved this prompt and is asking the model; its answer will be stored instead',
+					reason:
+						refused.get(p.index) === 'stored'
+							? 'Another run stored an answer for this prompt first; that answer is kept'
+							: 'Another run has reserved this prompt and is asking the model; its answer will be stored instead',
 					...extra,
 				}));
 	}
