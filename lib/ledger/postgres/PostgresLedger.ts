@@ -28,6 +28,11 @@ export interface PostgresLedgerOptions {
 	table?: string;
 	/** Keys per claim statement. */
 	chunkSize?: number;
+	/**
+	 * Delete expired rows in the background, at most `batch` rows at most once per `everyMs`,
+	 * after a claim. Off when not given.
+	 */
+	autoPurge?: { everyMs: number; batch: number };
 }
 
 const DEFAULT_CHUNK = 5000;
@@ -121,6 +126,8 @@ export class PostgresLedger implements Ledger {
 	private readonly chunkSize: number;
 	private schemaReady: Promise<void> | null = null;
 	private trips = 0;
+	private readonly autoPurge: PostgresLedgerOptions['autoPurge'];
+	private lastPurge = Date.now();
 	private readonly sql: { claim: string; record: string; markPhase: string };
 
 	constructor(options: PostgresLedgerOptions) {
@@ -130,6 +137,7 @@ export class PostgresLedger implements Ledger {
 		if (this.table.length > 50) assertIdentifier(`${this.table}_checkpoints`, 'table name');
 		this.t = tableNames(schema, this.table);
 		this.chunkSize = options.chunkSize ?? DEFAULT_CHUNK;
+		this.autoPurge = options.autoPurge;
 		this.sql = { claim: this.claimSql(), record: this.recordSql(), markPhase: this.markPhaseSql() };
 	}
 
@@ -283,7 +291,15 @@ SELECT
 		for (let start = 0; start < unique.length; start += this.chunkSize) {
 			await this.claimChunk(unique.slice(start, start + this.chunkSize), requests, outcomes, options);
 		}
+		this.purgeInBackground();
 		return outcomes as ClaimOutcome[];
+	}
+
+	/** Retention without a cron job: a bounded delete now and then, off the caller's path. */
+	private purgeInBackground(): void {
+		if (!this.autoPurge || Date.now() - this.lastPurge < this.autoPurge.everyMs) return;
+		this.lastPurge = Date.now();
+		void this.purgeExpired(this.autoPurge.batch).catch(() => undefined);
 	}
 
 	private async claimChunk(

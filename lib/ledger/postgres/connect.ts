@@ -71,7 +71,12 @@ export function postgresLedger(settings: PostgresSettings): PostgresLedger {
 		pool.on('error', () => undefined);
 		entry = {
 			pool,
-			ledger: new PostgresLedger({ pool, schema: settings.schema, table: settings.table }),
+			ledger: new PostgresLedger({
+				pool,
+				schema: settings.schema,
+				table: settings.table,
+				autoPurge: { everyMs: 5 * 60_000, batch: 5_000 },
+			}),
 			lastUsed: Date.now(),
 		};
 		cache.set(key, entry);
