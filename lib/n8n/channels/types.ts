@@ -1,0 +1,58 @@
+/**
+ * What a channel (Slack, SMTP, HTTP) reports about one delivery attempt. Channels know nothing
+ * about n8n or the ledger; the retry policy and the node decide what each answer means.
+ */
+export type AttemptResult =
+	/** The destination accepted it. */
+	| { kind: 'sent'; externalId: string | null; response: unknown }
+	/**
+	 * The destination said no and will keep saying no (a permanent 4xx, an SMTP 5xx, Slack
+	 * `channel_not_found`): a person has to look. Nothing was performed.
+	 */
+	| { kind: 'rejected'; reason: string; response: unknown }
+	/**
+	 * The destination refused to act for now (429, 503, SMTP 4xx, connection refused). Nothing was
+	 * performed, so trying again is safe on every channel. `retryAfterMs` comes from Retry-After.
+	 */
+	| { kind: 'unavailable'; reason: string; retryAfterMs: number | null; response: unknown }
+	/**
+	 * The request may have been performed: a timeout or a dropped connection after the request was
+	 * written, or a 500/502/504. Only safe to repeat on a destination that honours an idempotency key.
+	 */
+	| { kind: 'uncertain'; reason: string; retryAfterMs: number | null; response: unknown }
+	/**
+	 * The credentials were refused (401, Slack `invalid_auth`, SMTP 535). Nothing was performed;
+	 * the next run may try again once the credential is fixed.
+	 */
+	| { kind: 'unauthorized'; reason: string; response: unknown };
+
+export interface Channel<M> {
+	/** `http`, `slack` or `email`: stored with the result. */
+	readonly name: string;
+	/**
+	 * Whether repeating the same message is safe because the destination deduplicates it (an HTTP
+	 * API that honours the Idempotency-Key header). Slack and email are not.
+	 */
+	readonly idempotent: boolean;
+	send(message: M, attempt: number): Promise<AttemptResult>;
+}
+
+/** A minimal HTTP client interface, so that channels run on n8n's request helpers or on anything else. */
+export interface HttpCall {
+	method: string;
+	url: string;
+	headers: Record<string, string>;
+	qs?: Record<string, string>;
+	/** Objects are sent as JSON; strings as they are. */
+	body?: unknown;
+	timeoutMs: number;
+}
+
+export interface HttpReply {
+	status: number;
+	headers: Record<string, unknown>;
+	body: unknown;
+}
+
+/** Resolves with any HTTP status; rejects only when no response arrived (the error's `code` says why). */
+export type HttpTransport = (call: HttpCall) => Promise<HttpReply>;
