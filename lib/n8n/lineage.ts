@@ -1,0 +1,213 @@
+/**
+ * Which unit of work an item belongs to, found without the user typing a key: the namespace and
+ * key the nearest upstream Dedupe Gate gave the item this one descends from.
+ *
+ * Cheapest first:
+ * 1. The item still carries the gate's facts (`json.idempotency`): read them.
+ * 2. Otherwise follow the item's pairedItem lineage back through the execution's run data, even
+ *    through nodes that replaced the JSON (HTTP Request, Slack, Set), to the gate's output item,
+ *    and read the facts there. This uses n8n's own paired-item resolution (`$getPairedItem` of
+ *    one data proxy built once per execution), the same walk `$('Gate').item` does, without
+ *    building a proxy or evaluating an expression per item.
+ *
+ * When neither works, the error names the node to point an explicit key at.
+ */
+import type {
+	IDataObject,
+	IExecuteFunctions,
+	INodeExecutionData,
+	INodeProperties,
+	IPairedItemData,
+	ISourceData,
+	IWorkflowDataProxyData,
+} from 'n8n-workflow';
+
+import { LedgerInputError } from '../ledger/errors';
+import { assertKey, assertNamespace } from '../ledger/validate';
+import { FACTS_FIELD } from './facts';
+import { parameterSource, toKeyText, type ValueSource } from './keySource';
+import { namespaceReader, scopeProperties } from './scope';
+
+export const GATE_TYPE_SUFFIX = '.dedupeGate';
+
+export interface UnitKey {
+	namespace: string;
+	key: string;
+	/** Where it was found: `item` (the item's own facts) or the name of the gate it was traced to. */
+	via: string;
+}
+
+/** The namespace and key in a facts object, or null when it is not one. */
+export function factsKey(value: unknown): { namespace: string; key: string } | null {
+	if (!value || typeof value !== 'object' || Array.isArray(value)) return null;
+	const facts = value as IDataObject;
+	if (typeof facts.namespace !== 'string' || typeof facts.key !== 'string' || facts.key === '' || facts.namespace === '') return null;
+	return { namespace: facts.namespace, key: facts.key };
+}
+
+interface Gate {
+	name: string;
+	depth: number;
+}
+
+export interface LineageResolver {
+	/** Throws LedgerInputError (with a hint naming the node to point at) when no key can be found. */
+	resolve(itemIndex: number, item: INodeExecutionData): UnitKey;
+}
+
+const normalizePaired = (p: INodeExecutionData['pairedItem']): IPairedItemData[] =>
+	p === undefined || p === null ? [] : (Array.isArray(p) ? p : [p]).map((x) => (typeof x === 'number' ? { item: x } : x));
+
+export function lineageResolver(ctx: IExecuteFunctions): LineageResolver {
+	const self = ctx.getNode().name;
+	let gates: Gate[] | null = null;
+	let proxy: IWorkflowDataProxyData | null = null;
+	let source: ISourceData[] | null = null;
+
+	/** Dedupe Gates upstream, nearest first (graph distance). Computed once, on first need. */
+	const upstreamGates = (): Gate[] => {
+		if (gates) return gates;
+		const all = ctx.getParentNodes(self).filter((n) => n.type.endsWith(GATE_TYPE_SUFFIX) && !n.disabled);
+		const found: Gate[] = [];
+		const remaining = new Set(all.map((n) => n.name));
+		for (let depth = 1; remaining.size > 0 && depth <= 1000; depth++) {
+			for (const n of ctx.getParentNodes(self, { depth })) {
+				if (remaining.delete(n.name)) found.push({ name: n.name, depth });
+			}
+		}
+		gates = found;
+		return gates;
+	};
+
+	const previousNode = (): string | null => {
+		const main = ctx.getExecuteData()?.source?.main;
+		return main?.[0]?.previousNode ?? null;
+	};
+
+	const howToFix = (node: string | null) =>
+		node
+			? `Set "Key From" to "Expression" and point it at the field of "${node}" that holds the key (for example the event or order id), or add a Dedupe Gate upstream.`
+			: 'Set "Key From" to "Expression" and point it at the field that holds the key, or add a Dedupe Gate upstream.';
+
+	return {
+		resolve(itemIndex, item) {
+			const own = factsKey(item.json?.[FACTS_FIELD]);
+			if (own) return { ...own, via: 'item' };
+
+			const candidates = upstreamGates();
+			if (candidates.length === 0) {
+				throw new LedgerInputError(
+					`Item ${itemIndex} carries no idempotency key, and no Dedupe Gate is upstream of "${self}" to trace it to`,
+					howToFix(previousNode()),
+				);
+			}
+			const paired = normalizePaired(item.pairedItem);
+			if (paired.length === 0) {
+				throw new LedgerInputError(
+					`Item ${itemIndex} cannot be traced back to "${candidates[0].name}": "${previousNode() ?? 'the previous node'}" did not say which input item it came from`,
+					howToFix(previousNode()),
+				);
+			}
+			proxy ??= ctx.getWorkflowDataProxy(0);
+			source ??= ctx.getExecuteData()?.source?.main?.filter((s): s is ISourceData => !!s) ?? [];
+			let lastError: unknown = null;
+			for (const gate of candidates) {
+				const keys = new Map<string, UnitKey>();
+				for (const p of paired) {
+					const from = p.sourceOverwrite ?? source[p.input ?? 0] ?? source[0] ?? null;
+					try {
+						const origin = proxy.$getPairedItem(gate.name, from, p);
+						const key = factsKey(origin?.json?.[FACTS_FIELD]);
+						if (!key) {
+							lastError = new LedgerInputError(
+								`Item ${itemIndex} traces back to an item of "${gate.name}" that has no key (it left the gate with an error)`,
+								`Check the gate's output for this item, or set "Key From" to "Expression".`,
+							);
+							continue;
+						}
+						keys.set(`${key.namespace}\u0000${key.key}`, { ...key, via: gate.name });
+					} catch (error) {
+						lastError = error;
+					}
+				}
+				if (keys.size === 1) return [...keys.values()][0];
+				if (keys.size > 1) {
+					throw new LedgerInputError(
+						`Item ${itemIndex} descends from ${keys.size} different items of "${gate.name}", so it has no single key`,
+						'Split the items before this node so that each one comes from one gate item, or set "Key From" to "Expression".',
+					);
+				}
+			}
+			if (lastError instanceof LedgerInputError) throw lastError;
+			const cause = (lastError as { context?: { nodeCause?: unknown } } | null)?.context?.nodeCause;
+			const culprit = typeof cause === 'string' && cause !== candidates[0].name ? cause : previousNode();
+			throw new LedgerInputError(
+				`Item ${itemIndex} cannot be traced back to "${candidates[0].name}"${culprit ? `: the trail breaks at "${culprit}"` : ''}`,
+				`${culprit ? `"${culprit}" does not say which input item each of its outputs came from. ` : ''}${howToFix(culprit)}`,
+			);
+		},
+	};
+}
+
+/** "Key From" for nodes that act on a unit a Dedupe Gate claimed: automatic by lineage, or an explicit key. */
+export const unitKeyProperties: INodeProperties[] = [
+	{
+		displayName: 'Key From',
+		name: 'keyFrom',
+		type: 'options',
+		noDataExpression: true,
+		options: [
+			{
+				name: 'Dedupe Gate (Automatic)',
+				value: 'lineage',
+				description: 'Use the key of the Dedupe Gate each item came through, even when nodes in between replaced its data',
+			},
+			{
+				name: 'Expression',
+				value: 'expression',
+				description: 'Give the key yourself; it overrides the automatic lookup',
+			},
+		],
+		default: 'lineage',
+	},
+	{
+		displayName: 'Key',
+		name: 'keyExpression',
+		type: 'string',
+		default: '',
+		required: true,
+		placeholder: 'e.g. {{ $json.orderId }}',
+		description: 'The idempotency key of the unit of work, the same one the Dedupe Gate used (an event ID or order ID)',
+		displayOptions: { show: { keyFrom: ['expression'] } },
+	},
+	...scopeProperties.map((p) => ({
+		...p,
+		displayOptions: { show: { ...(p.displayOptions?.show ?? {}), keyFrom: ['expression'] } },
+	})),
+];
+
+export interface UnitKeyReader {
+	kind: 'lineage' | ValueSource['kind'];
+	read(itemIndex: number, item: INodeExecutionData): UnitKey;
+}
+
+export function unitKeyReader(ctx: IExecuteFunctions): UnitKeyReader {
+	const from = ctx.getNodeParameter('keyFrom', 0) as string;
+	if (from === 'lineage') {
+		const lineage = lineageResolver(ctx);
+		return {
+			kind: 'lineage',
+			read(i, item) {
+				const found = lineage.resolve(i, item);
+				return { namespace: assertNamespace(found.namespace), key: assertKey(found.key), via: found.via };
+			},
+		};
+	}
+	if (from !== 'expression') throw new LedgerInputError(`Unknown "Key From" value "${from}"`);
+	const key = parameterSource(ctx, 'keyExpression');
+	const namespace = namespaceReader(ctx);
+	return {
+		kind: key.kind,
+		read: (i, item) => ({ namespace: namespace(i, item), key: assertKey(toKeyText(key.read(i, item))), via: 'expression' }),
+	};
+}

@@ -1,0 +1,225 @@
+import {
+	NodeConnectionTypes,
+	type IExecuteFunctions,
+	type INodeExecutionData,
+	type INodeType,
+	type INodeTypeDescription,
+} from 'n8n-workflow';
+
+import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
+import { unitKeyProperties } from '../../lib/n8n/lineage';
+import { durationProperties } from '../../lib/n8n/scope';
+import { emailProperties } from './channels/email';
+import { httpProperties } from './channels/http';
+import { slackProperties } from './channels/slack';
+import { executeGuardedSend } from './execute';
+
+export class GuardedSend implements INodeType {
+	description: INodeTypeDescription = {
+		displayName: 'Guarded Send',
+		name: 'guardedSend',
+		icon: { light: 'file:guardedSend.svg', dark: 'file:guardedSend.dark.svg' },
+		group: ['output'],
+		version: 1,
+		subtitle: '={{ {"http": "HTTP request", "slack": "Slack message", "email": "Email"}[$parameter["channel"]] + " (once per key)" }}',
+		description: 'Send a Slack message, an email or an HTTP request at most once per key, even when the flow is retried or a run dies halfway',
+		defaults: { name: 'Guarded Send' },
+		usableAsTool: true,
+		inputs: [NodeConnectionTypes.Main],
+		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main, NodeConnectionTypes.Main],
+		outputNames: ['Sent', 'Skipped', 'Needs Review'],
+		// The ledger's credential, then the ones users already have: Slack API, SMTP, and the HTTP
+		// Request node's generic types (one entry each: n8n only hands a node the types it lists).
+		/* eslint-disable @n8n/community-nodes/no-credential-reuse, @n8n/community-nodes/valid-credential-references, n8n-nodes-base/node-class-description-credentials-name-unsuffixed --
+		   Deliberate: users expect to pick the Slack, SMTP and HTTP credentials they already have
+		   (n8n-nodes-base's own types, resolved by name in self-hosted n8n) rather than re-enter
+		   secrets in a copy; "smtp" is n8n's name for its SMTP credential and cannot be renamed. */
+		credentials: [
+			{
+				name: 'idempotencyPostgresApi',
+				required: true,
+				testedBy: 'idempotencyPostgresApiTest',
+				displayOptions: { show: { backend: ['postgres'] } },
+			},
+			{ name: 'slackApi', required: true, displayOptions: { show: { channel: ['slack'] } } },
+			{ name: 'smtp', required: true, displayOptions: { show: { channel: ['email'] } } },
+			{
+				name: 'httpBasicAuth',
+				required: true,
+				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['httpBasicAuth'] } },
+			},
+			{
+				name: 'httpBearerAuth',
+				required: true,
+				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['httpBearerAuth'] } },
+			},
+			{
+				name: 'httpCustomAuth',
+				required: true,
+				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['httpCustomAuth'] } },
+			},
+			{
+				name: 'httpHeaderAuth',
+				required: true,
+				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['httpHeaderAuth'] } },
+			},
+			{
+				name: 'httpQueryAuth',
+				required: true,
+				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['httpQueryAuth'] } },
+			},
+			{
+				name: 'oAuth1Api',
+				required: true,
+				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['oAuth1Api'] } },
+			},
+			{
+				name: 'oAuth2Api',
+				required: true,
+				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['oAuth2Api'] } },
+			},
+		],
+		/* eslint-enable @n8n/community-nodes/no-credential-reuse, @n8n/community-nodes/valid-credential-references, n8n-nodes-base/node-class-description-credentials-name-unsuffixed */
+		properties: [
+			backendProperty,
+			{
+				displayName: 'Channel',
+				name: 'channel',
+				type: 'options',
+				noDataExpression: true,
+				options: [
+					{ name: 'HTTP Request', value: 'http', description: 'Any API (CRM, billing), sent with an Idempotency-Key header' },
+					{ name: 'Slack Message', value: 'slack', description: 'Post a message through the Slack Web API' },
+					{ name: 'Email (SMTP)', value: 'email', description: 'Send an email through an SMTP server' },
+				],
+				default: 'http',
+			},
+			...httpProperties,
+			...slackProperties,
+			...emailProperties,
+			...unitKeyProperties,
+			{
+				displayName: 'Step',
+				name: 'step',
+				type: 'string',
+				default: '',
+				placeholder: 'e.g. welcomeEmail',
+				description: 'Name of this side effect in the ledger. Leave empty to use this node\'s name. Two sends for the same key need different steps.',
+			},
+			...durationProperties('lease', 'Lease', 5, 'minutes', 'How long this run holds the step while sending. If the run dies, another run may take the step over after this.'),
+			{
+				displayName: 'When Another Run Is Sending',
+				name: 'whenInProgress',
+				type: 'options',
+				noDataExpression: true,
+				options: [
+					{ name: 'Send to Needs Review', value: 'review', description: 'Do not wait; route the item to Needs Review' },
+					{ name: 'Wait for It', value: 'wait', description: 'Wait until the other run finishes, then skip the item (or send it, if that run failed)' },
+				],
+				default: 'review',
+				description: 'What to do when another execution holds this step right now',
+			},
+			{
+				displayName: 'Max Wait (Seconds)',
+				name: 'maxWait',
+				type: 'number',
+				typeOptions: { minValue: 1, maxValue: 3600 },
+				default: 60,
+				description: 'How long to wait for the other run at most. Items still held after that go to Needs Review.',
+				displayOptions: { show: { whenInProgress: ['wait'] } },
+			},
+			{
+				displayName: 'When the Content Differs',
+				name: 'onMismatch',
+				type: 'options',
+				noDataExpression: true,
+				options: [
+					{ name: 'Send to Needs Review', value: 'review', description: 'Do not send; let a person look' },
+					{ name: 'Treat as Already Sent', value: 'skip', description: 'Do not send; route to Skipped, marked as a mismatch' },
+					{ name: 'Stop With an Error', value: 'error', description: 'Fail the item' },
+				],
+				default: 'review',
+				description: 'What to do when a key that was sent before comes again with a different message. It is never sent.',
+			},
+			{
+				displayName: 'Also Complete the Unit of Work',
+				name: 'completeUnit',
+				type: 'boolean',
+				default: false,
+				description: 'Whether a sent (or already sent) item also completes the unit of work the Dedupe Gate holds in progress, so that no Mark Step Done is needed after this node',
+			},
+			...durationProperties('retention', 'Keep Records For', 30, 'days', 'How long a send is remembered. After that the key counts as new again.'),
+			{
+				displayName: 'Options',
+				name: 'options',
+				type: 'collection',
+				placeholder: 'Add Option',
+				default: {},
+				options: [
+					{
+						displayName: 'Batch Size',
+						name: 'batchSize',
+						type: 'number',
+						typeOptions: { minValue: 1, maxValue: 5000 },
+						default: 100,
+						description: 'Items claimed, sent and recorded together. Smaller batches leave fewer items uncertain if the run dies.',
+					},
+					{
+						displayName: 'Initial Backoff (Ms)',
+						name: 'initialBackoff',
+						type: 'number',
+						typeOptions: { minValue: 1 },
+						default: 500,
+						description: 'Longest wait before the second attempt; it doubles for each further attempt, with random jitter',
+					},
+					{
+						displayName: 'Longest Wait (Seconds)',
+						name: 'maxBackoff',
+						type: 'number',
+						typeOptions: { minValue: 0 },
+						default: 30,
+						description: 'No single wait is longer. When a destination asks (Retry-After) for a longer wait, the item is left for a later run.',
+					},
+					{
+						displayName: 'Max Attempts',
+						name: 'maxAttempts',
+						type: 'number',
+						typeOptions: { minValue: 1, maxValue: 20 },
+						default: 5,
+						description: 'Attempts per item in one run, counting the first. After that the item is recorded as "failed, retry later".',
+					},
+					{
+						displayName: 'Sends at Once',
+						name: 'concurrency',
+						type: 'number',
+						typeOptions: { minValue: 1, maxValue: 100 },
+						default: 5,
+						description: 'Maximum number of requests in flight at the same time',
+					},
+					{
+						displayName: 'Timeout (Seconds)',
+						name: 'timeout',
+						type: 'number',
+						typeOptions: { minValue: 1 },
+						default: 30,
+						description: 'How long one attempt may take',
+					},
+					{
+						displayName: 'Total Wait per Item (Seconds)',
+						name: 'maxTotalWait',
+						type: 'number',
+						typeOptions: { minValue: 0 },
+						default: 60,
+						description: 'All waits between attempts of one item together stay under this',
+					},
+				],
+			},
+		],
+	};
+
+	methods = { credentialTest };
+
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		return await executeGuardedSend.call(this);
+	}
+}

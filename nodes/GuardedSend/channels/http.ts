@@ -1,0 +1,297 @@
+import type { ICredentialDataDecryptedObject, IDataObject, IDisplayOptions, IExecuteFunctions, IHttpRequestMethods, IHttpRequestOptions, INodeProperties } from 'n8n-workflow';
+
+import { sha256 } from '../../../lib/ledger/fingerprint';
+import { LedgerInputError } from '../../../lib/ledger/errors';
+import { httpChannel, type HttpMessage } from '../../../lib/n8n/channels/http';
+import type { HttpCall, HttpReply, HttpTransport } from '../../../lib/n8n/channels/types';
+import { parseFieldPath } from '../../../lib/n8n/keySource';
+import { onAmbiguousProperty, type ChannelAdapter, type ChannelModule } from './adapter';
+import { jsonParam, pairsParam, textParam } from '../params';
+
+const show = (extra: NonNullable<IDisplayOptions['show']> = {}) => ({ show: { channel: ['http'], ...extra } });
+
+/** Generic credential types handled like n8n's HTTP Request node ("Generic Credential Type"). */
+export const GENERIC_AUTH_TYPES = ['httpBasicAuth', 'httpBearerAuth', 'httpCustomAuth', 'httpHeaderAuth', 'httpQueryAuth', 'oAuth1Api', 'oAuth2Api'];
+
+const pairs = (name: string, displayName: string, showWhen: NonNullable<IDisplayOptions['show']>): INodeProperties => ({
+	displayName,
+	name,
+	type: 'fixedCollection',
+	typeOptions: { multipleValues: true },
+	placeholder: `Add ${displayName.replace(/s$/, '')}`,
+	default: { parameters: [{ name: '', value: '' }] },
+	displayOptions: show(showWhen),
+	options: [
+		{
+			name: 'parameters',
+			displayName: 'Parameter',
+			values: [
+				{ displayName: 'Name', name: 'name', type: 'string', default: '' },
+				{ displayName: 'Value', name: 'value', type: 'string', default: '' },
+			],
+		},
+	],
+});
+
+export const httpProperties: INodeProperties[] = [
+	{
+		displayName: 'Method',
+		name: 'method',
+		type: 'options',
+		options: ['DELETE', 'PATCH', 'POST', 'PUT'].map((m) => ({ name: m, value: m })),
+		default: 'POST',
+		description: 'The HTTP method. Only methods that change something need a guard.',
+		displayOptions: show(),
+	},
+	{
+		displayName: 'URL',
+		name: 'url',
+		type: 'string',
+		default: '',
+		required: true,
+		placeholder: 'e.g. https://api.example.com/v1/invoices',
+		displayOptions: show(),
+	},
+	{
+		displayName: 'Authentication',
+		name: 'authentication',
+		type: 'options',
+		noDataExpression: true,
+		options: [
+			{ name: 'None', value: 'none' },
+			{ name: 'Generic Credential Type', value: 'genericCredentialType', description: 'Basic, header, bearer, query, custom, OAuth1 or OAuth2' },
+		],
+		default: 'none',
+		displayOptions: show(),
+	},
+	{
+		displayName: 'Generic Auth Type',
+		name: 'genericAuthType',
+		type: 'credentialsSelect',
+		required: true,
+		default: '',
+		credentialTypes: ['has:genericAuth'],
+		displayOptions: show({ authentication: ['genericCredentialType'] }),
+	},
+	{
+		displayName: 'Send Query Parameters',
+		name: 'sendQuery',
+		type: 'boolean',
+		default: false,
+		description: 'Whether the request has query parameters',
+		displayOptions: show(),
+	},
+	pairs('queryParameters', 'Query Parameters', { sendQuery: [true] }),
+	{
+		displayName: 'Send Headers',
+		name: 'sendHeaders',
+		type: 'boolean',
+		default: false,
+		description: 'Whether the request has headers',
+		displayOptions: show(),
+	},
+	pairs('headerParameters', 'Header Parameters', { sendHeaders: [true] }),
+	{
+		displayName: 'Send Body',
+		name: 'sendBody',
+		type: 'boolean',
+		default: true,
+		description: 'Whether the request has a body',
+		displayOptions: show(),
+	},
+	{
+		displayName: 'Body Content Type',
+		name: 'bodyContentType',
+		type: 'options',
+		options: [
+			{ name: 'JSON', value: 'json' },
+			{ name: 'Form URL-Encoded', value: 'form' },
+			{ name: 'Raw', value: 'raw' },
+		],
+		default: 'json',
+		displayOptions: show({ sendBody: [true] }),
+	},
+	{
+		displayName: 'JSON Body',
+		name: 'jsonBody',
+		type: 'json',
+		default: '{}',
+		description: 'The request body as JSON',
+		displayOptions: show({ sendBody: [true], bodyContentType: ['json'] }),
+	},
+	pairs('bodyParameters', 'Body Parameters', { sendBody: [true], bodyContentType: ['form'] }),
+	{
+		displayName: 'Content Type',
+		name: 'rawContentType',
+		type: 'string',
+		default: 'text/plain',
+		placeholder: 'e.g. text/xml',
+		displayOptions: show({ sendBody: [true], bodyContentType: ['raw'] }),
+	},
+	{
+		displayName: 'Body',
+		name: 'rawBody',
+		type: 'string',
+		default: '',
+		typeOptions: { rows: 4 },
+		displayOptions: show({ sendBody: [true], bodyContentType: ['raw'] }),
+	},
+	{
+		displayName: 'Idempotency Header',
+		name: 'idempotencyHeader',
+		type: 'string',
+		default: 'Idempotency-Key',
+		placeholder: 'e.g. Idempotency-Key',
+		description: 'Header that carries the key of this send. It is derived from the namespace, key and step, so it stays the same on every retry and differs between steps. Empty sends none.',
+		displayOptions: show(),
+	},
+	{
+		displayName: 'Destination Honours the Key',
+		name: 'honoursKey',
+		type: 'boolean',
+		default: true,
+		description: 'Whether the API performs a request only once per idempotency key (Stripe, Adyen, PayPal and many others do). Then a send that may already have happened is safely repeated with the same key.',
+		displayOptions: show(),
+	},
+	onAmbiguousProperty({ channel: ['http'], honoursKey: [false] }),
+	{
+		displayName: 'ID Field in Response',
+		name: 'responseIdField',
+		type: 'string',
+		default: 'id',
+		placeholder: 'e.g. data.invoiceId',
+		description: 'Field of the JSON response that holds the ID of what was created. It is stored as the external ID. Empty stores none.',
+		displayOptions: show(),
+	},
+];
+
+function applyAuth(type: string, data: ICredentialDataDecryptedObject, options: IHttpRequestOptions): void {
+	const headers = (options.headers ??= {}) as IDataObject;
+	switch (type) {
+		case 'httpBasicAuth':
+			options.auth = { username: String(data.user ?? ''), password: String(data.password ?? '') };
+			return;
+		case 'httpBearerAuth':
+			headers.Authorization = `Bearer ${String(data.token ?? '')}`;
+			return;
+		case 'httpHeaderAuth':
+			headers[String(data.name ?? '')] = String(data.value ?? '');
+			return;
+		case 'httpQueryAuth':
+			options.qs = { ...(options.qs ?? {}), [String(data.name ?? '')]: String(data.value ?? '') };
+			return;
+		case 'httpCustomAuth': {
+			let custom: IDataObject | null = null;
+			try {
+				custom = JSON.parse(String(data.json ?? '{}'));
+			} catch {
+				custom = null;
+			}
+			if (!custom || typeof custom !== 'object') {
+				throw new LedgerInputError('The custom auth credential is not valid JSON', 'Open the credential and fix its JSON.');
+			}
+			if (custom.headers) Object.assign(headers, custom.headers);
+			if (custom.qs) options.qs = { ...(options.qs ?? {}), ...(custom.qs as IDataObject) };
+			if (custom.body && options.body && typeof options.body === 'object' && !(options.body instanceof URLSearchParams)) {
+				options.body = { ...(options.body as IDataObject), ...(custom.body as IDataObject) };
+			}
+			return;
+		}
+	}
+}
+
+/** Requests through n8n's own helpers (proxy settings, OAuth token refresh), never throwing on a status. */
+export function n8nTransport(ctx: IExecuteFunctions, authType: string | null, credential: ICredentialDataDecryptedObject | null): HttpTransport {
+	const viaHelper = authType !== null && credential === null;
+	return async (call: HttpCall): Promise<HttpReply> => {
+		const options: IHttpRequestOptions = {
+			method: call.method as IHttpRequestMethods,
+			url: call.url,
+			headers: { ...call.headers },
+			qs: call.qs && Object.keys(call.qs).length > 0 ? { ...call.qs } : undefined,
+			body: call.body as IHttpRequestOptions['body'],
+			timeout: call.timeoutMs,
+			returnFullResponse: true,
+			ignoreHttpStatusErrors: true,
+			json: typeof call.body === 'object' && call.body !== null && !(call.body instanceof URLSearchParams),
+		};
+		if (authType && credential) applyAuth(authType, credential, options);
+		const res = (viaHelper
+			? await ctx.helpers.httpRequestWithAuthentication.call(ctx, authType, options)
+			: await ctx.helpers.httpRequest(options)) as { statusCode: number; headers: Record<string, unknown>; body: unknown };
+		return { status: res.statusCode, headers: res.headers ?? {}, body: res.body };
+	};
+}
+
+/** The value of the Idempotency-Key header for one send: stable for (namespace, key, step). */
+export const idempotencyKeyFor = (namespace: string, key: string, step: string) => sha256(`${namespace}\u0000${key}\u0000${step}`);
+
+export const httpModule: ChannelModule = {
+	properties: httpProperties,
+	async open(ctx, settings) {
+		const authentication = ctx.getNodeParameter('authentication', 0) as string;
+		let authType: string | null = null;
+		let credential: ICredentialDataDecryptedObject | null = null;
+		if (authentication === 'genericCredentialType') {
+			authType = ctx.getNodeParameter('genericAuthType', 0) as string;
+			if (!GENERIC_AUTH_TYPES.includes(authType)) {
+				throw new LedgerInputError(`The credential type "${authType}" is not supported here`, `Use one of: ${GENERIC_AUTH_TYPES.join(', ')}.`);
+			}
+			// OAuth goes through n8n's helper (token refresh); the others are applied here, as the HTTP Request node does.
+			if (!authType.startsWith('oAuth')) credential = (await ctx.getCredentials(authType)) as ICredentialDataDecryptedObject;
+		} else if (authentication !== 'none') {
+			throw new LedgerInputError(`Unknown authentication "${authentication}"`);
+		}
+		const header = String(ctx.getNodeParameter('idempotencyHeader', 0, '') ?? '').trim();
+		if (header && !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(header)) {
+			throw new LedgerInputError(`"${header}" is not a valid header name`, 'Use letters, digits and dashes, e.g. Idempotency-Key.');
+		}
+		const honoursKey = ctx.getNodeParameter('honoursKey', 0, true) === true;
+		const idField = String(ctx.getNodeParameter('responseIdField', 0, '') ?? '').trim();
+		const channel = httpChannel({
+			transport: n8nTransport(ctx, authType, credential),
+			idempotencyHeader: header || null,
+			honoursKey,
+			timeoutMs: settings.timeoutMs,
+			idPath: idField ? parseFieldPath(idField, 'ID field in response') : null,
+		});
+		const method = ctx.getNodeParameter('method', 0) as string;
+		const url = textParam(ctx, 'url', 'The URL', true);
+		const sendQuery = ctx.getNodeParameter('sendQuery', 0, false) === true;
+		const sendHeaders = ctx.getNodeParameter('sendHeaders', 0, false) === true;
+		const sendBody = ctx.getNodeParameter('sendBody', 0, false) === true;
+		const query = sendQuery ? pairsParam(ctx, 'queryParameters', 'query parameter') : null;
+		const headers = sendHeaders ? pairsParam(ctx, 'headerParameters', 'header') : null;
+		const contentType = sendBody ? (ctx.getNodeParameter('bodyContentType', 0) as string) : null;
+		const jsonBody = contentType === 'json' ? jsonParam(ctx, 'jsonBody', 'The JSON body') : null;
+		const formBody = contentType === 'form' ? pairsParam(ctx, 'bodyParameters', 'body parameter') : null;
+		const rawBody = contentType === 'raw' ? textParam(ctx, 'rawBody', 'The body', false) : null;
+		const rawType = contentType === 'raw' ? String(ctx.getNodeParameter('rawContentType', 0, 'text/plain')) : null;
+		const adapter: ChannelAdapter<HttpMessage> = {
+			channel,
+			acceptUncertain: !honoursKey && ctx.getNodeParameter('onAmbiguous', 0, 'review') === 'send',
+			build(i, item, row) {
+				const target = url(i, item);
+				if (!/^https?:\/\/[^\s/]+/i.test(target)) {
+					throw new LedgerInputError(`The URL "${target.slice(0, 200)}" is not an http(s) address`, 'Use a full address such as https://api.example.com/v1/orders.');
+				}
+				const message: HttpMessage = { method, url: target, headers: headers ? headers(i, item) : {}, idempotencyKey: idempotencyKeyFor(row.namespace, row.key, row.step) };
+				if (query) message.qs = query(i, item);
+				if (jsonBody) {
+					const body = jsonBody(i, item);
+					if (body !== undefined) message.body = body;
+				} else if (formBody) {
+					message.body = new URLSearchParams(formBody(i, item)).toString();
+					message.headers['Content-Type'] = 'application/x-www-form-urlencoded';
+				} else if (rawBody) {
+					message.body = rawBody(i, item);
+					message.headers['Content-Type'] = rawType || 'text/plain';
+				}
+				return message;
+			},
+			payload: ({ idempotencyKey: _key, ...content }) => ({ kind: 'http', message: content }),
+			describe: (m) => (header ? { idempotencyHeader: header, idempotencyKey: m.idempotencyKey } : {}),
+		};
+		return adapter as ChannelAdapter;
+	},
+};

@@ -1,0 +1,450 @@
+/**
+ * Guarded Send: for each item, claim (namespace, key, step), mark the recovery point `sending`,
+ * perform the side effect, record the result. One batched ledger call per phase and chunk:
+ *
+ *   claim ──► markPhase('sending') ──► send (at most N in flight, retry policy) ──► record
+ *
+ * A claim that takes over a lapsed lease tells which phase the dead run reached:
+ *   - no phase (it died before sending could start), or a failed_retryable row: safe to send;
+ *   - `sending` (it may have sent, then died before recording): the ambiguous case. A destination
+ *     that honours the Idempotency-Key is asked again with the same key; Slack and email go to
+ *     Needs Review unless the user accepted the risk.
+ */
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import { NodeOperationError } from 'n8n-workflow';
+
+import { LedgerError, LedgerInputError, LedgerUnavailableError } from '../../lib/ledger/errors';
+import { fingerprint } from '../../lib/ledger/fingerprint';
+import type { ClaimOutcome, Ledger, LedgerRecord, RecordRequest, RowId } from '../../lib/ledger/types';
+import { UNIT_STEP } from '../../lib/ledger/types';
+import { assertStep } from '../../lib/ledger/validate';
+import { forEachLimit } from '../../lib/n8n/channels/limit';
+import { deliver, type RetryPolicy, type Verdict } from '../../lib/n8n/channels/retry';
+import { toNodeError } from '../../lib/n8n/errors';
+import { FACTS_FIELD, factsOf, type Outcome } from '../../lib/n8n/facts';
+import { openLedger } from '../../lib/n8n/ledgerAccess';
+import { unitKeyReader } from '../../lib/n8n/lineage';
+import { readDuration } from '../../lib/n8n/scope';
+import type { ChannelAdapter, ChannelModule } from './channels/adapter';
+import { emailModule } from './channels/email';
+import { httpModule } from './channels/http';
+import { slackModule } from './channels/slack';
+import { numberOption } from './params';
+
+export const CHANNELS: Record<string, ChannelModule> = { http: httpModule, slack: slackModule, email: emailModule };
+
+const SENT = 0;
+const SKIPPED = 1;
+const REVIEW = 2;
+
+/** The recovery point marked before the first byte goes out. */
+export const PHASE_SENDING = 'sending';
+
+export type ReviewReason =
+	| 'ambiguous'
+	| 'rejected'
+	| 'retry_later'
+	| 'in_progress'
+	| 'mismatch'
+	| 'marked_for_review'
+	| 'lease_lost'
+	| 'error';
+
+interface Config {
+	channelName: string;
+	step: (itemIndex: number) => string;
+	leaseMs: number;
+	ttlMs: number;
+	whenInProgress: 'review' | 'wait';
+	maxWaitMs: number;
+	onMismatch: 'review' | 'skip' | 'error';
+	completeUnit: boolean;
+	concurrency: number;
+	batchSize: number;
+	timeoutMs: number;
+	policy: RetryPolicy;
+}
+
+interface Prepared {
+	index: number;
+	row: RowId;
+	message: unknown;
+	fingerprint: string;
+}
+
+interface Routed {
+	output: number;
+	facts: IDataObject;
+	error?: NodeOperationError;
+}
+
+function readConfig(ctx: IExecuteFunctions): Config {
+	const channelName = ctx.getNodeParameter('channel', 0) as string;
+	if (!CHANNELS[channelName]) throw new LedgerInputError(`Unknown channel "${channelName}"`, 'Choose HTTP Request, Slack or Email.');
+	const options = ctx.getNodeParameter('options', 0, {}) as IDataObject;
+	const stepText = String(ctx.getNodeParameter('step', 0, '') ?? '').trim();
+	const step = assertStep(stepText || ctx.getNode().name);
+	const whenInProgress = ctx.getNodeParameter('whenInProgress', 0, 'review') as Config['whenInProgress'];
+	return {
+		channelName,
+		step: () => step,
+		leaseMs: readDuration(ctx, 'lease', 'lease'),
+		ttlMs: readDuration(ctx, 'retention', 'retention ("Keep Records For")'),
+		whenInProgress,
+		maxWaitMs: whenInProgress === 'wait' ? numberOption(ctx.getNodeParameter('maxWait', 0, 60), 'Max Wait', 1, 3600, 60) * 1000 : 0,
+		onMismatch: ctx.getNodeParameter('onMismatch', 0, 'review') as Config['onMismatch'],
+		completeUnit: ctx.getNodeParameter('completeUnit', 0, false) === true,
+		concurrency: Math.floor(numberOption(options.concurrency, 'Sends at Once', 1, 100, 5)),
+		batchSize: Math.floor(numberOption(options.batchSize, 'Batch Size', 1, 5000, 100)),
+		timeoutMs: numberOption(options.timeout, 'Timeout', 1, 600, 30) * 1000,
+		policy: {
+			maxAttempts: Math.floor(numberOption(options.maxAttempts, 'Max Attempts', 1, 20, 5)),
+			baseDelayMs: numberOption(options.initialBackoff, 'Initial Backoff', 1, 60_000, 500),
+			maxDelayMs: numberOption(options.maxBackoff, 'Longest Wait', 0.01, 3600, 30) * 1000,
+			maxTotalWaitMs: numberOption(options.maxTotalWait, 'Total Wait per Item', 0, 3600, 60) * 1000,
+		},
+	};
+}
+
+const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+
+/** The ledger facts added to every output item. */
+function facts(outcome: Outcome | 'sent' | 'skipped' | 'needs_review', row: RowId, record: LedgerRecord | null, extra: IDataObject = {}): IDataObject {
+	const base = factsOf(outcome as Outcome, row.namespace, row.key, row.step, record);
+	delete base.result;
+	return { ...base, ...extra };
+}
+
+/** When and by whom a stored result was sent. */
+function provenance(record: LedgerRecord): IDataObject {
+	const stored = (record.result ?? {}) as IDataObject;
+	return {
+		sentAt: typeof stored.sentAt === 'string' ? stored.sentAt : iso(record.updatedAt),
+		sentByExecution: (stored.executionId as string | undefined) ?? null,
+		sentByWorkflow: (stored.workflowId as string | undefined) ?? null,
+		response: (stored.response as IDataObject | undefined) ?? null,
+	};
+}
+
+export async function executeGuardedSend(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+	const items = this.getInputData();
+	const node = this.getNode();
+	const continueOnFail = this.continueOnFail();
+	const executionId = this.getExecutionId() ?? 'unknown';
+	const holder = `execution:${executionId}`;
+	const workflowId = this.getWorkflow().id ?? null;
+
+	let config: Config;
+	let adapter: ChannelAdapter;
+	let keys: ReturnType<typeof unitKeyReader>;
+	try {
+		config = readConfig(this);
+		keys = unitKeyReader(this);
+		adapter = await CHANNELS[config.channelName].open(this, { timeoutMs: config.timeoutMs, concurrency: config.concurrency });
+	} catch (error) {
+		throw toNodeError(node, error);
+	}
+
+	const routed: Array<Routed | undefined> = new Array(items.length);
+	const route = (index: number, output: number, f: IDataObject) => {
+		routed[index] = { output, facts: f };
+	};
+	const fail = (index: number, error: unknown) => {
+		const nodeError = toNodeError(node, error, index);
+		if (!continueOnFail) throw nodeError;
+		routed[index] = { output: REVIEW, facts: { outcome: 'needs_review', reason: 'error' }, error: nodeError };
+	};
+
+	let retryLater = 0;
+	try {
+		// 1. Build every message first: bad input fails its item before anything is claimed.
+		const prepared: Prepared[] = [];
+		for (let i = 0; i < items.length; i++) {
+			try {
+				const { namespace, key } = keys.read(i, items[i]);
+				const row: RowId = { namespace, key, step: config.step(i) };
+				const message = adapter.build(i, items[i], row);
+				prepared.push({ index: i, row, message, fingerprint: fingerprint(adapter.payload(message)) });
+			} catch (error) {
+				fail(i, error);
+			}
+		}
+		if (prepared.length === 0) return collect();
+
+		let ledger: Ledger;
+		try {
+			ledger = await openLedger(this);
+		} catch (error) {
+			if (!continueOnFail) throw toNodeError(node, error);
+			for (const p of prepared) fail(p.index, error);
+			return collect();
+		}
+
+		// 2. Chunks: claim, mark, send, record. Items held by a live lease elsewhere may wait.
+		try {
+			const waitUntil = Date.now() + config.maxWaitMs;
+			let waiting: Prepared[] = [];
+			for (let start = 0; start < prepared.length; start += config.batchSize) {
+				waiting.push(...(await runChunk(ledger, prepared.slice(start, start + config.batchSize), config.maxWaitMs > 0)));
+			}
+			for (let pause = 250; waiting.length > 0; pause = Math.min(pause * 2, 2_000)) {
+				if (Date.now() + pause > waitUntil) break;
+				await new Promise((r) => setTimeout(r, pause));
+				const still: Prepared[] = [];
+				for (let start = 0; start < waiting.length; start += config.batchSize) {
+					still.push(...(await runChunk(ledger, waiting.slice(start, start + config.batchSize), Date.now() + 2 * pause <= waitUntil)));
+				}
+				waiting = still;
+			}
+			for (const p of waiting) routeInProgress(p, null, true);
+		} catch (error) {
+			// The ledger failed mid-run (fail closed: nothing more is sent), or an item failed hard.
+			if (!continueOnFail) throw toNodeError(node, error);
+			for (const p of prepared) if (!routed[p.index]) fail(p.index, error);
+		}
+	} finally {
+		await adapter.close?.().catch(() => undefined);
+	}
+	if (retryLater > 0) {
+		this.addExecutionHints({
+			message: `${retryLater} item${retryLater === 1 ? ' was' : 's were'} not delivered within the attempt budget. They are recorded as "failed, retry later" and the next run will try again.`,
+			type: 'warning',
+			location: 'outputPane',
+		});
+	}
+	return collect();
+
+	function routeInProgress(p: Prepared, record: LedgerRecord | null, waited: boolean) {
+		route(p.index, REVIEW, facts('needs_review', p.row, record, {
+			reason: 'in_progress',
+			detail: waited
+				? `Another run still held this step after waiting ${Math.round(config.maxWaitMs / 1000)} s; nothing was sent`
+				: 'Another run holds this step right now; nothing was sent',
+		}));
+	}
+
+	/** Runs one chunk; returns the items another run holds that should be tried again after a pause. */
+	async function runChunk(ledger: Ledger, chunk: Prepared[], mayWait: boolean): Promise<Prepared[]> {
+		const outcomes: ClaimOutcome[] = await ledger.claim(
+			chunk.map((p) => ({ ...p.row, fingerprint: p.fingerprint })),
+			{ mode: 'lease', holder, leaseMs: config.leaseMs, ttlMs: config.ttlMs },
+		);
+		const toSend: Array<{ p: Prepared; record: LedgerRecord; resend: boolean }> = [];
+		const records: Array<{ request: RecordRequest; p: Prepared; verdict?: Verdict; resend?: boolean; kind: 'sent' | 'review' | 'unit' }> = [];
+		const waitAgain: Prepared[] = [];
+		const batchDuplicates: Array<{ p: Prepared; first: Prepared }> = [];
+		// Items that must fail hard are failed after this chunk's sends are recorded.
+		const deferred: Array<{ p: Prepared; error: LedgerInputError }> = [];
+
+		chunk.forEach((p, r) => {
+			const outcome = outcomes[r];
+			switch (outcome.kind) {
+				case 'claimed': {
+					const lapsedMidSend =
+						outcome.previousStatus === 'in_progress' &&
+						(outcome.previousPhase === PHASE_SENDING || outcome.previousPhase === undefined);
+					if (lapsedMidSend && !adapter.channel.idempotent && !adapter.acceptUncertain) {
+						const detail =
+							outcome.previousPhase === undefined
+								? 'A previous attempt took this step and did not finish; this ledger cannot tell whether it had started sending'
+								: 'A previous attempt started sending and died before it recorded the result; the message may have been delivered';
+						records.push({
+							kind: 'review',
+							p,
+							request: { ...p.row, status: 'needs_review', result: { reason: 'ambiguous', detail, executionId, at: new Date().toISOString() } },
+						});
+						route(p.index, REVIEW, facts('needs_review', p.row, outcome.record, { reason: 'ambiguous', detail }));
+					} else {
+						toSend.push({ p, record: outcome.record, resend: lapsedMidSend });
+					}
+					break;
+				}
+				case 'duplicate': {
+					const record = outcome.record;
+					if (record.status === 'needs_review') {
+						route(p.index, REVIEW, facts('needs_review', p.row, record, {
+							reason: 'marked_for_review',
+							detail: 'An earlier run put this step on Needs Review; release it with the Idempotency Ledger node to send again',
+							previousResult: (record.result ?? null) as IDataObject | null,
+						}));
+					} else {
+						route(p.index, SKIPPED, facts('skipped', p.row, record, { reason: 'already_sent', ...provenance(record) }));
+						if (config.completeUnit) records.push({ kind: 'unit', p, request: unitRequest(p.row, record.externalId, record.result) });
+					}
+					break;
+				}
+				case 'in_progress':
+					if (config.whenInProgress === 'wait' && mayWait) waitAgain.push(p);
+					else routeInProgress(p, outcome.record, config.whenInProgress === 'wait');
+					break;
+				case 'mismatch': {
+					const error = routeMismatch(p, outcome.record);
+					if (error) deferred.push({ p, error });
+					break;
+				}
+				case 'batch_duplicate':
+					batchDuplicates.push({ p, first: chunk[outcome.firstIndex] });
+					break;
+			}
+		});
+
+		// 3. The recovery point, for every row about to be sent, in one call.
+		if (toSend.length > 0) {
+			const marked = ledger.markPhase
+				? await ledger.markPhase(toSend.map((s) => s.p.row), holder, PHASE_SENDING)
+				: toSend.map(() => true);
+			const sendable = toSend.filter((s, n) => {
+				if (marked[n]) return true;
+				route(s.p.index, REVIEW, facts('needs_review', s.p.row, s.record, {
+					reason: 'lease_lost',
+					detail: 'The claim ran out before sending could start, so nothing was sent. Lengthen the lease or lower the batch size.',
+				}));
+				return false;
+			});
+
+			// 4. Send, at most `concurrency` at once, each under the retry policy and the lease.
+			const margin = config.timeoutMs + 1_000;
+			await forEachLimit(sendable, config.concurrency, async (s) => {
+				const deadline = (s.record.leaseExpiresAt?.getTime() ?? Date.now() + config.leaseMs) - margin;
+				const verdict = await deliver(adapter.channel, s.p.message, { policy: config.policy, acceptUncertain: adapter.acceptUncertain, deadline });
+				records.push({ kind: 'sent', p: s.p, verdict, resend: s.resend, request: verdictRequest(s.p, verdict) });
+				if (verdict.status === 'completed' && config.completeUnit) {
+					records.push({ kind: 'unit', p: s.p, request: unitRequest(s.p.row, verdict.externalId, resultOf(verdict)) });
+				}
+			});
+		}
+
+		// 5. Record everything this chunk decided, in one call.
+		let written: Array<LedgerRecord | null> = [];
+		if (records.length > 0) {
+			const attempt = await ledger.record(records.map((x) => x.request), { ttlMs: config.ttlMs, holder }).then(
+				(rows) => ({ rows, error: null }),
+				(error: unknown) => ({ rows: null, error }),
+			);
+			if (!attempt.rows) {
+				const sent = records.filter((x) => x.kind === 'sent' && x.verdict?.status === 'completed').length;
+				throw unrecorded(attempt.error, sent);
+			}
+			written = attempt.rows;
+		}
+		records.forEach((x, n) => {
+			if (x.kind !== 'sent' || !x.verdict) return;
+			routeVerdict(x.p, x.verdict, written[n], x.resend === true);
+		});
+		for (const { p, first } of batchDuplicates) {
+			const error = routeBatchDuplicate(p, first);
+			if (error) deferred.push({ p, error });
+		}
+		for (const { p, error } of deferred) fail(p.index, error);
+		return waitAgain;
+	}
+
+	function unrecorded(error: unknown, sent: number): LedgerError {
+		const cause = error instanceof LedgerError ? error : null;
+		const message = `${cause?.message ?? (error as Error)?.message ?? String(error)}. ${sent} message${sent === 1 ? ' was' : 's were'} sent in this batch but could not be recorded`;
+		const hint =
+			'Nothing will be sent twice on its own: the next run treats those steps as "may have been sent" (HTTP destinations are asked again with the same key; Slack and email go to Needs Review).';
+		return error instanceof LedgerUnavailableError ? new LedgerUnavailableError(message, `${error.hint ?? ''} ${hint}`.trim(), error.code) : new LedgerError(message, hint);
+	}
+
+	function resultOf(verdict: Verdict & { status: 'completed' }): IDataObject {
+		return {
+			channel: config.channelName,
+			sentAt: new Date().toISOString(),
+			executionId,
+			workflowId,
+			attempts: verdict.attempts,
+			response: verdict.response as IDataObject,
+		};
+	}
+
+	function verdictRequest(p: Prepared, verdict: Verdict): RecordRequest {
+		if (verdict.status === 'completed') {
+			return { ...p.row, status: 'completed', externalId: verdict.externalId, result: resultOf(verdict), fingerprint: p.fingerprint };
+		}
+		return {
+			...p.row,
+			status: verdict.status,
+			fingerprint: p.fingerprint,
+			result: { reason: verdict.reason, detail: verdict.detail, response: verdict.response, attempts: verdict.attempts, executionId, at: new Date().toISOString() },
+		};
+	}
+
+	function unitRequest(row: RowId, externalId: string | null, result: unknown): RecordRequest {
+		return { namespace: row.namespace, key: row.key, step: UNIT_STEP, status: 'completed', externalId, result };
+	}
+
+	function routeVerdict(p: Prepared, verdict: Verdict, record: LedgerRecord | null, resend: boolean) {
+		const described = adapter.describe?.(p.message) ?? {};
+		const recorded = record !== null;
+		const warn = recorded ? {} : { recorded: false, warning: 'Another run took this step over while it was being sent; its result was not recorded' };
+		if (verdict.status === 'completed') {
+			route(p.index, SENT, facts('sent', p.row, record, {
+				status: 'completed',
+				externalId: verdict.externalId,
+				attempts: verdict.attempts,
+				response: verdict.response as IDataObject,
+				resent: resend,
+				...described,
+				...warn,
+			}));
+			return;
+		}
+		if (verdict.status === 'failed_retryable') retryLater++;
+		route(p.index, REVIEW, facts('needs_review', p.row, record, {
+			status: verdict.status,
+			reason: verdict.status === 'failed_retryable' ? 'retry_later' : verdict.reason,
+			detail: verdict.detail,
+			attempts: verdict.attempts,
+			response: (verdict.response ?? null) as IDataObject,
+			...described,
+			...warn,
+		}));
+	}
+
+	/** Routes an item whose content differs from what the key carried before; returns the error to raise, if any. */
+	function routeMismatch(p: Prepared, record: LedgerRecord | null, earlier = 'before'): LedgerInputError | null {
+		const detail = `The key "${p.row.key}" was used ${earlier} with different content; this content was not sent`;
+		if (config.onMismatch === 'error') {
+			return new LedgerInputError(detail, 'The same key must always describe the same message. Check the key, or set "When the Content Differs" to route these items.');
+		}
+		if (config.onMismatch === 'skip' && record?.status === 'completed') {
+			route(p.index, SKIPPED, facts('skipped', p.row, record, { reason: 'mismatch', detail, ...provenance(record) }));
+		} else {
+			route(p.index, REVIEW, facts('needs_review', p.row, record, { reason: 'mismatch', detail }));
+		}
+		return null;
+	}
+
+	/** A second item with the same key in one input: never sent again; it follows the first item. */
+	function routeBatchDuplicate(p: Prepared, first: Prepared): LedgerInputError | null {
+		if (p.fingerprint !== first.fingerprint) return routeMismatch(p, null, 'by an earlier item of this input');
+		const done = routed[first.index];
+		const output = done?.output === SENT || done?.output === SKIPPED ? SKIPPED : REVIEW;
+		route(p.index, output, {
+			...(done?.facts ?? facts('needs_review', p.row, null)),
+			outcome: output === SKIPPED ? 'skipped' : 'needs_review',
+			reason: output === SKIPPED ? 'same_key_earlier_in_input' : (done?.facts.reason as string) ?? 'in_progress',
+			firstItem: first.index,
+		});
+		return null;
+	}
+
+	function collect(): INodeExecutionData[][] {
+		const outputs: INodeExecutionData[][] = [[], [], []];
+		for (let i = 0; i < items.length; i++) {
+			const r = routed[i];
+			if (!r) continue;
+			const item = items[i];
+			outputs[r.output].push({
+				json: r.error
+					? { ...item.json, error: r.error.message, ...(r.error.description ? { errorDescription: r.error.description } : {}) }
+					: { ...item.json, [FACTS_FIELD]: r.facts },
+				...(r.error ? { error: r.error } : {}),
+				...(item.binary ? { binary: item.binary } : {}),
+				pairedItem: { item: i },
+			});
+		}
+		return outputs;
+	}
+}

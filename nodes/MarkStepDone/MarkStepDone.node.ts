@@ -1,0 +1,119 @@
+import {
+	NodeConnectionTypes,
+	type IExecuteFunctions,
+	type INodeExecutionData,
+	type INodeType,
+	type INodeTypeDescription,
+} from 'n8n-workflow';
+
+import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
+import { unitKeyProperties } from '../../lib/n8n/lineage';
+import { durationProperties } from '../../lib/n8n/scope';
+import { executeMarkStepDone } from './execute';
+
+export class MarkStepDone implements INodeType {
+	description: INodeTypeDescription = {
+		displayName: 'Mark Step Done',
+		name: 'markStepDone',
+		icon: { light: 'file:markStepDone.svg', dark: 'file:markStepDone.dark.svg' },
+		group: ['transform'],
+		version: 1,
+		subtitle: '={{ ($parameter["step"] ? $parameter["step"] : "unit of work") + ": " + $parameter["status"] }}',
+		description: 'Record that a step of a unit of work happened, with its result, so that a retry skips it',
+		defaults: { name: 'Mark Step Done' },
+		usableAsTool: true,
+		inputs: [NodeConnectionTypes.Main],
+		outputs: [NodeConnectionTypes.Main],
+		credentials: [
+			{
+				name: 'idempotencyPostgresApi',
+				required: true,
+				testedBy: 'idempotencyPostgresApiTest',
+				displayOptions: { show: { backend: ['postgres'] } },
+			},
+		],
+		properties: [
+			backendProperty,
+			...unitKeyProperties,
+			{
+				displayName: 'Step',
+				name: 'step',
+				type: 'string',
+				default: '',
+				placeholder: 'e.g. invoiceCreate',
+				description: 'Name of the step to record. Leave empty to record the unit of work itself, which ends the Dedupe Gate\'s claim.',
+			},
+			{
+				displayName: 'Status',
+				name: 'status',
+				type: 'options',
+				noDataExpression: true,
+				options: [
+					{ name: 'Completed', value: 'completed', description: 'It happened; a repeat is skipped and gets the stored result' },
+					{ name: 'Failed, Retry Later', value: 'failed_retryable', description: 'It did not happen; the next run may try again' },
+					{ name: 'Needs Review', value: 'needs_review', description: 'A person has to look before anything is tried again' },
+				],
+				default: 'completed',
+			},
+			{
+				displayName: 'Also Record the Unit of Work',
+				name: 'completeUnit',
+				type: 'boolean',
+				default: false,
+				description: 'Whether to give the unit of work itself (the key the Dedupe Gate holds in progress) the same status, which ends its claim. Only used when a step name is set.',
+			},
+			{
+				displayName: 'External ID',
+				name: 'externalId',
+				type: 'string',
+				default: '',
+				placeholder: 'e.g. {{ $json.invoiceId }}',
+				description: 'ID the other system gave the result, such as an invoice or message ID. Optional.',
+			},
+			{
+				displayName: 'Store Result',
+				name: 'resultFrom',
+				type: 'options',
+				noDataExpression: true,
+				options: [
+					{ name: 'This Item\'s Data', value: 'item', description: 'Store the incoming item; a repeat gets it back' },
+					{ name: 'Custom JSON', value: 'json', description: 'Store what you enter below' },
+					{ name: 'Nothing', value: 'none' },
+				],
+				default: 'item',
+				description: 'What is kept as the stored result and replayed on a repeat',
+			},
+			{
+				displayName: 'Result',
+				name: 'resultJson',
+				type: 'json',
+				default: '{}',
+				description: 'JSON to store as the result',
+				displayOptions: { show: { resultFrom: ['json'] } },
+			},
+			...durationProperties('retention', 'Keep Record For', 30, 'days', 'How long the record is remembered. After that the key counts as new again.'),
+			{
+				displayName: 'Options',
+				name: 'options',
+				type: 'collection',
+				placeholder: 'Add Option',
+				default: {},
+				options: [
+					{
+						displayName: 'Record Even if Another Run Holds the Key',
+						name: 'overrideClaim',
+						type: 'boolean',
+						default: false,
+						description: 'Whether to write the record even when another execution holds the key in progress. Off by default: that run\'s claim is left alone and the item fails.',
+					},
+				],
+			},
+		],
+	};
+
+	methods = { credentialTest };
+
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		return await executeMarkStepDone.call(this);
+	}
+}
