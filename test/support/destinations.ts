@@ -1,0 +1,356 @@
+/**
+ * Real local destinations for Guarded Send tests, each counting what it actually did:
+ *
+ * - `slackServer()`: a Slack-Web-API-compatible HTTP server (`POST /api/chat.postMessage`, bearer
+ *   token, `{ ok, ts }` replies, 429 + Retry-After like Slack's rate limits).
+ * - `smtpServer()`: a real SMTP server (the `smtp-server` package) that keeps every mail it
+ *   accepted, with its Message-ID.
+ * - `stripeLikeServer()`: an HTTP API that honours `Idempotency-Key` the way Stripe does: the
+ *   first request with a key performs the action and stores the response; a repeat with the same
+ *   key and body gets the stored response back (`Idempotent-Replayed: true`) without acting
+ *   again; a repeat with a different body is refused with 422; a repeat while the first is still
+ *   running gets 409.
+ *
+ * Every server can misbehave on purpose, per request, through `plan`: answer 503, answer 429
+ * with Retry-After, or act and then never answer (so a test can SIGKILL the sender between "the
+ * destination acted" and "the sender recorded it"). `received` emits once the server has acted.
+ */
+import { createHash } from 'crypto';
+import { EventEmitter } from 'events';
+import http from 'http';
+import type { AddressInfo } from 'net';
+
+import { SMTPServer } from 'smtp-server';
+
+/** What to do with one request, decided before acting. */
+export type Behaviour =
+	| { kind: 'normal' }
+	/** Refuse without acting. */
+	| { kind: 'status'; status: number; retryAfter?: string; body?: unknown }
+	/** Act (count it, store the response), then never answer. */
+	| { kind: 'hang' };
+
+/** `n` counts requests (or mails) this server has received, from 1. */
+export type Plan = (n: number, info: { key?: string; path: string }) => Behaviour;
+
+const normal: Plan = () => ({ kind: 'normal' });
+
+/** Deterministic pseudo-random numbers in [0, 1), so that flaky runs are reproducible. */
+export function seededRandom(seed: number): () => number {
+	let x = seed >>> 0 || 1;
+	return () => {
+		x ^= x << 13;
+		x >>>= 0;
+		x ^= x >>> 17;
+		x ^= x << 5;
+		x >>>= 0;
+		return x / 4294967296;
+	};
+}
+
+/**
+ * A flaky plan: `unavailable` of requests get 503, `limited` get 429 with Retry-After (delta
+ * seconds, or an HTTP date every third time), the rest pass.
+ */
+export function flakyPlan(options: { seed: number; unavailable: number; limited: number; retryAfterSeconds?: number }): Plan & {
+	counts: { unavailable: number; limited: number };
+} {
+	const random = seededRandom(options.seed);
+	const counts = { unavailable: 0, limited: 0 };
+	const plan = ((n: number): Behaviour => {
+		const r = random();
+		if (r < options.unavailable) {
+			counts.unavailable++;
+			return { kind: 'status', status: 503, body: { error: 'service unavailable' } };
+		}
+		if (r < options.unavailable + options.limited) {
+			counts.limited++;
+			const seconds = options.retryAfterSeconds ?? 1;
+			const retryAfter = n % 3 === 0 ? new Date(Date.now() + seconds * 1000 + 999).toUTCString() : String(seconds);
+			return { kind: 'status', status: 429, retryAfter, body: { error: 'rate limited' } };
+		}
+		return { kind: 'normal' };
+	}) as unknown as Plan & { counts: typeof counts };
+	plan.counts = counts;
+	return plan;
+}
+
+interface Base {
+	url: string;
+	/** Emits 'received' (after acting) with the request's details. */
+	events: EventEmitter;
+	/** Requests (or SMTP transactions) that reached the server, whatever was answered. */
+	requests: number;
+	setPlan(plan: Plan): void;
+	close(): Promise<void>;
+}
+
+function readBody(req: http.IncomingMessage): Promise<string> {
+	return new Promise((resolve, reject) => {
+		const chunks: Buffer[] = [];
+		req.on('data', (c: Buffer) => chunks.push(c));
+		req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+		req.on('error', reject);
+	});
+}
+
+function reply(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+	res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+	res.end(JSON.stringify(body));
+}
+
+async function listen(server: http.Server): Promise<number> {
+	await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+	return (server.address() as AddressInfo).port;
+}
+
+function closeHttp(server: http.Server, hanging: Set<http.ServerResponse>): Promise<void> {
+	for (const res of hanging) res.destroy();
+	hanging.clear();
+	server.closeAllConnections?.();
+	return new Promise((resolve) => server.close(() => resolve()));
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+export interface SlackMessageSeen {
+	channel: string;
+	text: string;
+	ts: string;
+	token: string;
+}
+
+export interface SlackServer extends Base {
+	/** The Slack API URL to configure ("Slack API URL" option), e.g. http://127.0.0.1:1234/api. */
+	apiUrl: string;
+	messages: SlackMessageSeen[];
+}
+
+export async function slackServer(options: { token?: string; plan?: Plan } = {}): Promise<SlackServer> {
+	const token = options.token ?? 'xoxb-test-token';
+	const events = new EventEmitter();
+	const hanging = new Set<http.ServerResponse>();
+	let plan = options.plan ?? normal;
+	let seq = 0;
+	const state = { requests: 0, messages: [] as SlackMessageSeen[] };
+	const server = http.createServer(async (req, res) => {
+		const raw = await readBody(req);
+		if (req.method !== 'POST' || req.url !== '/api/chat.postMessage') return reply(res, 404, { ok: false, error: 'unknown_method' });
+		const n = ++state.requests;
+		const auth = String(req.headers.authorization ?? '');
+		if (auth !== `Bearer ${token}`) return reply(res, 200, { ok: false, error: 'invalid_auth' });
+		let body: { channel?: string; text?: string };
+		try {
+			body = JSON.parse(raw);
+		} catch {
+			return reply(res, 200, { ok: false, error: 'invalid_json' });
+		}
+		if (!body.channel) return reply(res, 200, { ok: false, error: 'channel_not_found' });
+		const behaviour = plan(n, { path: req.url });
+		if (behaviour.kind === 'status') {
+			return reply(res, behaviour.status, behaviour.body ?? { ok: false, error: 'ratelimited' }, behaviour.retryAfter ? { 'Retry-After': behaviour.retryAfter } : {});
+		}
+		const ts = `${Math.floor(Date.now() / 1000)}.${String(++seq).padStart(6, '0')}`;
+		const message = { channel: body.channel, text: String(body.text ?? ''), ts, token: auth.slice(7) };
+		state.messages.push(message);
+		events.emit('received', message);
+		if (behaviour.kind === 'hang') {
+			hanging.add(res);
+			return;
+		}
+		reply(res, 200, { ok: true, channel: body.channel, ts, message: { text: body.text, ts } });
+	});
+	const port = await listen(server);
+	return {
+		url: `http://127.0.0.1:${port}`,
+		apiUrl: `http://127.0.0.1:${port}/api`,
+		events,
+		get requests() {
+			return state.requests;
+		},
+		get messages() {
+			return state.messages;
+		},
+		setPlan: (p) => void (plan = p),
+		close: () => closeHttp(server, hanging),
+	};
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+export interface MailSeen {
+	messageId: string | null;
+	subject: string | null;
+	from: string;
+	to: string[];
+	raw: string;
+}
+
+export interface SmtpTestServer extends Base {
+	port: number;
+	mails: MailSeen[];
+	/** Credential data for n8n's `smtp` credential pointing at this server. */
+	credential: { host: string; port: number; secure: boolean; user: string; password: string; disableStartTls: boolean };
+}
+
+const header = (raw: string, name: string) => {
+	const m = new RegExp(`^${name}:\\s*(.+)$`, 'im').exec(raw.split(/\r?\n\r?\n/)[0] ?? '');
+	return m ? m[1].trim() : null;
+};
+
+/** A real SMTP server. `plan` may refuse a mail (status 451/550 → SMTP reply code) or hang after accepting its data. */
+export async function smtpServer(options: { plan?: Plan; user?: string; password?: string } = {}): Promise<SmtpTestServer> {
+	const events = new EventEmitter();
+	let plan = options.plan ?? normal;
+	const state = { requests: 0, mails: [] as MailSeen[] };
+	const user = options.user ?? 'mailer';
+	const password = options.password ?? 'secret';
+	const hanging = new Set<() => void>();
+	const server = new SMTPServer({
+		secure: false,
+		disabledCommands: ['STARTTLS'],
+		authOptional: false,
+		logger: false,
+		onAuth(auth, _session, callback) {
+			if (auth.username === user && auth.password === password) return callback(null, { user });
+			return callback(Object.assign(new Error('Invalid username or password'), { responseCode: 535 }));
+		},
+		onData(stream, session, callback) {
+			const chunks: Buffer[] = [];
+			stream.on('data', (c: Buffer) => chunks.push(c));
+			stream.on('end', () => {
+				const raw = Buffer.concat(chunks).toString('utf8');
+				const n = ++state.requests;
+				const behaviour = plan(n, { path: 'DATA' });
+				if (behaviour.kind === 'status') {
+					return callback(Object.assign(new Error(behaviour.status >= 500 ? 'Mailbox unavailable' : 'Try again later'), { responseCode: behaviour.status }));
+				}
+				const mail: MailSeen = {
+					messageId: header(raw, 'Message-ID'),
+					subject: header(raw, 'Subject'),
+					from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+					to: session.envelope.rcptTo.map((r) => r.address),
+					raw,
+				};
+				state.mails.push(mail);
+				events.emit('received', mail);
+				if (behaviour.kind === 'hang') {
+					hanging.add(() => callback(new Error('closing')));
+					return;
+				}
+				callback(null, `OK queued as ${n}`);
+			});
+		},
+	});
+	server.on('error', () => undefined);
+	await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+	const port = ((server as unknown as { server: http.Server }).server.address() as AddressInfo).port;
+	return {
+		url: `smtp://127.0.0.1:${port}`,
+		port,
+		events,
+		credential: { host: '127.0.0.1', port, secure: false, user, password, disableStartTls: true },
+		get requests() {
+			return state.requests;
+		},
+		get mails() {
+			return state.mails;
+		},
+		setPlan: (p) => void (plan = p),
+		close: async () => {
+			hanging.clear();
+			await new Promise<void>((resolve) => server.close(() => resolve()));
+		},
+	};
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+export interface StripeLikeServer extends Base {
+	/** Actions performed (objects created), in order. */
+	actions: Array<{ id: string; key: string | null; body: unknown }>;
+	/** Requests received per Idempotency-Key, whatever the answer. */
+	keysSeen: Map<string, number>;
+	/** Requests answered from the stored response without acting. */
+	replays: number;
+}
+
+interface StoredKey {
+	fingerprint: string;
+	state: 'running' | 'done';
+	status: number;
+	body: unknown;
+}
+
+export async function stripeLikeServer(options: { plan?: Plan; apiKey?: string; header?: string } = {}): Promise<StripeLikeServer> {
+	const events = new EventEmitter();
+	const hanging = new Set<http.ServerResponse>();
+	const headerName = (options.header ?? 'Idempotency-Key').toLowerCase();
+	let plan = options.plan ?? normal;
+	const stored = new Map<string, StoredKey>();
+	const state = { requests: 0, replays: 0, actions: [] as StripeLikeServer['actions'], keysSeen: new Map<string, number>() };
+	let seq = 0;
+	const server = http.createServer(async (req, res) => {
+		const raw = await readBody(req);
+		const n = ++state.requests;
+		const keyHeader = req.headers[headerName];
+		const key = typeof keyHeader === 'string' && keyHeader ? keyHeader : null;
+		if (key) state.keysSeen.set(key, (state.keysSeen.get(key) ?? 0) + 1);
+		if (options.apiKey && req.headers.authorization !== `Bearer ${options.apiKey}`) {
+			return reply(res, 401, { error: { type: 'invalid_request_error', message: 'Invalid API key' } });
+		}
+		const behaviour = plan(n, { key: key ?? undefined, path: req.url ?? '/' });
+		if (behaviour.kind === 'status') {
+			return reply(res, behaviour.status, behaviour.body ?? { error: 'unavailable' }, behaviour.retryAfter ? { 'Retry-After': behaviour.retryAfter } : {});
+		}
+		const fingerprint = createHash('sha256').update(`${req.method} ${req.url} ${raw}`).digest('hex');
+		if (key) {
+			const known = stored.get(key);
+			if (known && known.fingerprint !== fingerprint) {
+				return reply(res, 422, { error: { type: 'idempotency_error', message: 'Keys for idempotent requests can only be used with the same parameters they were first used with.' } });
+			}
+			if (known && known.state === 'running') {
+				return reply(res, 409, { error: { type: 'idempotency_error', message: 'A request with this key is in progress.' } });
+			}
+			if (known && known.state === 'done') {
+				state.replays++;
+				return reply(res, known.status, known.body, { 'Idempotent-Replayed': 'true', 'Idempotency-Key': key });
+			}
+		}
+		let body: unknown = raw;
+		try {
+			body = raw ? JSON.parse(raw) : null;
+		} catch {
+			// form or text bodies are kept as text
+		}
+		const id = `ch_${String(++seq).padStart(6, '0')}`;
+		const response = { id, object: 'charge', created: Math.floor(Date.now() / 1000), request: body };
+		state.actions.push({ id, key, body });
+		if (key) stored.set(key, { fingerprint, state: 'done', status: 200, body: response });
+		events.emit('received', { id, key, body });
+		if (behaviour.kind === 'hang') {
+			hanging.add(res);
+			return;
+		}
+		reply(res, 200, response, key ? { 'Idempotency-Key': key } : {});
+	});
+	const port = await listen(server);
+	return {
+		url: `http://127.0.0.1:${port}`,
+		events,
+		get requests() {
+			return state.requests;
+		},
+		get replays() {
+			return state.replays;
+		},
+		get actions() {
+			return state.actions;
+		},
+		get keysSeen() {
+			return state.keysSeen;
+		},
+		setPlan: (p) => void (plan = p),
+		close: () => closeHttp(server, hanging),
+	};
+}
