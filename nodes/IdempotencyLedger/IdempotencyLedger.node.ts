@@ -1,0 +1,55 @@
+import {
+	NodeConnectionTypes,
+	type IExecuteFunctions,
+	type INodeExecutionData,
+	type INodeType,
+	type INodeTypeDescription,
+} from 'n8n-workflow';
+
+import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
+import * as checkpoint from './actions/checkpoint/Checkpoint.resource';
+import * as key from './actions/key/Key.resource';
+import * as ledger from './actions/ledger/Ledger.resource';
+import { router } from './actions/router';
+
+/** The operator's node: inspect and repair the idempotency ledger. Each operation lives in actions/. */
+export class IdempotencyLedger implements INodeType {
+	description: INodeTypeDescription = {
+		displayName: 'Idempotency Ledger',
+		name: 'idempotencyLedger',
+		icon: { light: 'file:idempotencyLedger.svg', dark: 'file:idempotencyLedger.dark.svg' },
+		group: ['transform'],
+		version: 1,
+		subtitle: '={{ $parameter["operation"] + ": " + $parameter["resource"] }}',
+		description: 'Look up, list, release and purge idempotency keys, see stats, and keep sync checkpoints',
+		defaults: { name: 'Idempotency Ledger' },
+		inputs: [NodeConnectionTypes.Main],
+		outputs: [NodeConnectionTypes.Main],
+		usableAsTool: true,
+		credentials: ledgerCredentials,
+		properties: [
+			backendProperty,
+			{
+				displayName: 'Resource',
+				name: 'resource',
+				type: 'options',
+				noDataExpression: true,
+				options: [
+					{ name: 'Checkpoint', value: 'checkpoint', description: 'The cursor or high-water mark of a paginated sync' },
+					{ name: 'Key', value: 'key', description: 'Idempotency keys and their steps' },
+					{ name: 'Ledger', value: 'ledger', description: 'Stats and clean-up' },
+				],
+				default: 'key',
+			},
+			...key.description,
+			...ledger.description,
+			...checkpoint.description,
+		],
+	};
+
+	methods = { credentialTest };
+
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		return await router.call(this);
+	}
+}
