@@ -1,0 +1,108 @@
+/**
+ * Runs the Idempotency Ledger node through n8n-core's real engine (test/support/engine.ts):
+ * Start → Items (the input items) → Ledger node, against the real PostgreSQL.
+ */
+import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
+
+import { PostgresLedger } from '../../lib/ledger';
+import { IdempotencyLedger } from '../../nodes/IdempotencyLedger/IdempotencyLedger.node';
+import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { runWorkflow, type EngineRunResult } from '../support/engine';
+
+export const LEDGER_TYPE = 'n8n-nodes-idempotency.idempotencyLedger';
+export const NODE = 'Ledger';
+
+export interface LedgerFixture {
+	table: string;
+	/** The same table as the node uses, through its own pool. */
+	ledger: PostgresLedger;
+	pool: ReturnType<typeof newPool>;
+	credentials: { idempotencyPostgresApi: ReturnType<typeof settingsFromUrl> };
+	run(items: object[], parameters: INodeParameters, options?: RunOptions): Promise<EngineRunResult>;
+	/** Output items of the ledger node (output 0 of its first run). */
+	out(result: EngineRunResult): INodeExecutionData[];
+	/** `SELECT count(*) AS n ...` with {t}, {audit} and {checkpoints} standing for this fixture's tables. */
+	count(sql: string, values?: unknown[]): Promise<number>;
+	dispose(): Promise<void>;
+}
+
+export interface RunOptions {
+	continueOnFail?: boolean;
+	workflowId?: string;
+	executionId?: string;
+	credentials?: object;
+}
+
+export async function ledgerFixture(prefix = 'opled'): Promise<LedgerFixture> {
+	const table = uniqueTable(prefix);
+	const pool = newPool(4);
+	const ledger = new PostgresLedger({ pool, table });
+	await ledger.ensureSchema();
+	const credentials = { idempotencyPostgresApi: settingsFromUrl(table) };
+	return {
+		table,
+		ledger,
+		pool,
+		credentials,
+		run(items, parameters, options = {}) {
+			const extra: Partial<INode> = options.continueOnFail ? { onError: 'continueRegularOutput' } : {};
+			return runWorkflow(
+				{
+					nodes: [
+						{ id: '1', name: 'Start', type: 'test.manualTrigger', typeVersion: 1, position: [0, 0], parameters: {} },
+						{ id: '2', name: 'Items', type: 'test.items', typeVersion: 1, position: [200, 0], parameters: { items: JSON.stringify(items) } },
+						{ id: '3', name: NODE, type: LEDGER_TYPE, typeVersion: 1, position: [400, 0], parameters, ...extra },
+					] as INode[],
+					connections: {
+						Start: { main: [[{ node: 'Items', type: 'main', index: 0 }]] },
+						Items: { main: [[{ node: NODE, type: 'main', index: 0 }]] },
+					},
+				},
+				{
+					credentials: (options.credentials ?? credentials) as never,
+					nodeTypes: { [LEDGER_TYPE]: new IdempotencyLedger() },
+					workflowId: options.workflowId ?? 'wf-operator',
+					executionId: options.executionId,
+				},
+			);
+		},
+		out: (result) => result.outputs(NODE)[0] ?? [],
+		async count(sql, values = []) {
+			const text = sql
+				.replace(/\{audit\}/g, `"public"."${table}_audit"`)
+				.replace(/\{checkpoints\}/g, `"public"."${table}_checkpoints"`)
+				.replace(/\{t\}/g, `"public"."${table}"`);
+			const { rows } = await pool.query(text, values);
+			return Number(rows[0].n);
+		},
+		async dispose() {
+			for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) {
+				await pool.query(`DROP TABLE IF EXISTS "public"."${table}${suffix}"`);
+			}
+			await pool.end();
+		},
+	};
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A stuck row: claimed with a lease that has already lapsed. */
+export async function stuckRow(ledger: PostgresLedger, namespace: string, key: string, step = '') {
+	await ledger.claim([{ namespace, key, step, fingerprint: null }], { mode: 'lease', holder: 'execution:dead', leaseMs: 1, ttlMs: 86_400_000 });
+	await sleep(15);
+}
+
+export async function recordRow(
+	ledger: PostgresLedger,
+	namespace: string,
+	key: string,
+	status: 'completed' | 'failed_retryable' | 'needs_review',
+	step = '',
+	extra: { externalId?: string; result?: unknown } = {},
+) {
+	await ledger.record([{ namespace, key, step, status, ...extra }], { ttlMs: 86_400_000 });
+}
+
+export async function liveRow(ledger: PostgresLedger, namespace: string, key: string, step = '') {
+	await ledger.claim([{ namespace, key, step, fingerprint: null }], { mode: 'lease', holder: 'execution:alive', leaseMs: 600_000, ttlMs: 86_400_000 });
+}
