@@ -203,11 +203,27 @@ const rowId = (namespace: string, hash: string) => `${namespace}\u0000${hash}`;
 const leaseLive = (record: LedgerRecord) =>
 	record.status === 'in_progress' && record.leaseExpiresAt !== null && record.leaseExpiresAt.getTime() > Date.now();
 
+/** Whether a run holding reservations since `held.since` may wait for this one. */
+const mayWait = (record: LedgerRecord, held: { since: number | null }) =>
+	held.since === null || record.updatedAt.getTime() < held.since;
+
+const NO_WAIT_WHILE_HOLDING =
+	'Another run reserved this prompt after this run reserved others of its batch; waiting could leave two runs waiting on each other, so this run did not wait';
+
 /**
  * Single flight: items whose prompt another run is asking the model about right now wait for
  * that run's Store, polling the entry. When the other run gives up (its reservation lapses, or its
  * AI node failed), one waiter takes the prompt over through an ordinary atomic claim, so at most
  * one run asks the model at a time. Whatever is still waiting at the deadline goes to Miss.
+ *
+ * A run that holds reservations itself (its Misses, answered only after this node returns) and
+ * waits for another run's could wait on a run that waits on it. So a run waits only for a
+ * reservation made strictly before every reservation it holds (times from the ledger's server
+ * clock, as stored on the rows). Along a chain of runs waiting on each other, the earliest
+ * reservation of each run is then strictly earlier than the previous run's, so the chain can
+ * never close into a circle. Runs that claimed in one batch wait for every reservation that was
+ * there before them, so single flight is kept in the usual cases; a run holding nothing (the
+ * one-item run) waits for anything.
  */
 async function waitForOthers(
 	ledger: Ledger,
@@ -215,6 +231,7 @@ async function waitForOthers(
 	settle: (rows: number[], fate: Fate) => void,
 	claimOptions: ClaimOptions,
 	waitMs: number,
+	held: { since: number | null },
 ): Promise<void> {
 	const started = Date.now();
 	const deadline = started + waitMs;
@@ -235,6 +252,10 @@ async function waitForOthers(
 				settle(entry[1].rows, { kind: 'hit', record, waitedMs: Date.now() - started });
 			} else if (!record || !leaseLive(record)) {
 				retake.push(entry);
+			} else if (!mayWait(record, held)) {
+				// Taken over by a run that reserved after this one: waiting could close a circle.
+				waiting.delete(entry[0]);
+				settle(entry[1].rows, { kind: 'miss', record, computing: false, reason: NO_WAIT_WHILE_HOLDING });
 			}
 		});
 		if (retake.length === 0) continue;
@@ -247,6 +268,7 @@ async function waitForOthers(
 			if (outcome.kind === 'in_progress' && outcome.record.leaseHolder !== claimOptions.holder) return;
 			waiting.delete(id);
 			if (outcome.kind === 'claimed' || outcome.kind === 'in_progress') {
+				held.since = Math.min(held.since ?? Infinity, outcome.record.updatedAt.getTime());
 				settle(w.rows, { kind: 'miss', record: outcome.record, computing: true, reason: 'The run that was asking the model gave up; this run asks it now' });
 			} else if (outcome.kind === 'duplicate' && isStoredEntry(outcome.record.result)) {
 				settle(w.rows, { kind: 'hit', record: outcome.record, waitedMs: Date.now() - started });
@@ -348,6 +370,7 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 
 		const waiting = new Map<string, { namespace: string; hash: string; rows: number[] }>();
 		const duplicates: Array<[number, number]> = [];
+		const busy: number[] = [];
 		outcomes.forEach((outcome, r) => {
 			const row = rows[r];
 			switch (outcome.kind) {
@@ -371,13 +394,8 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 				case 'in_progress':
 					if (outcome.record.leaseHolder === holder) {
 						fates[r] = { kind: 'miss', record: outcome.record, computing: true, reason: 'Already reserved by this execution' };
-					} else if (config.whileComputing === 'wait') {
-						const id = rowId(row.namespace, row.hash);
-						const w = waiting.get(id) ?? { namespace: row.namespace, hash: row.hash, rows: [] };
-						w.rows.push(r);
-						waiting.set(id, w);
 					} else {
-						fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: 'Another run is asking the model for this prompt right now' };
+						busy.push(r);
 					}
 					break;
 				case 'mismatch':
@@ -388,9 +406,27 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 					break;
 			}
 		});
+		const held = { since: null as number | null };
+		for (const fate of fates) {
+			if (fate?.kind === 'miss' && fate.computing && fate.record) held.since = Math.min(held.since ?? Infinity, fate.record.updatedAt.getTime());
+		}
+		for (const r of busy) {
+			const row = rows[r];
+			const outcome = outcomes[r] as Extract<ClaimOutcome, { kind: 'in_progress' }>;
+			const id = rowId(row.namespace, row.hash);
+			if (config.whileComputing !== 'wait') {
+				fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: 'Another run is asking the model for this prompt right now' };
+			} else if (!mayWait(outcome.record, held)) {
+				fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: NO_WAIT_WHILE_HOLDING };
+			} else {
+				const w = waiting.get(id) ?? { namespace: row.namespace, hash: row.hash, rows: [] };
+				w.rows.push(r);
+				waiting.set(id, w);
+			}
+		}
 		const settle = (list: number[], fate: Fate) => list.forEach((r) => (fates[r] = fate));
 		if (waiting.size > 0) {
-			await waitForOthers(ledger, waiting, settle, claimOptions, config.waitMs);
+			await waitForOthers(ledger, waiting, settle, claimOptions, config.waitMs, held);
 			for (const w of waiting.values()) {
 				settle(w.rows, {
 					kind: 'miss',
