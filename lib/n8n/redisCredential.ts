@@ -60,6 +60,7 @@ export async function testRedisConnection(settings: RedisSettings): Promise<{ st
 	let lastError: unknown = null;
 	client.on('error', (error) => (lastError = error));
 	try {
+		await client.connect();
 		await client.ping();
 		const info = await client.info('memory').catch(() => '');
 		const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];

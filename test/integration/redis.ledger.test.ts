@@ -1,3 +1,5 @@
+import { createServer, type AddressInfo } from 'net';
+
 import { LedgerUnavailableError, type ClaimOptions, type ClaimRequest } from '../../lib/ledger';
 import { RedisLedger, closeAllRedisLedgers, redisLedger } from '../../lib/ledger/redis';
 import { member, namespaceKeys, registryKey } from '../../lib/ledger/redis/keys';
@@ -176,6 +178,8 @@ describe('Redis connection errors fail closed with readable messages', () => {
 		expect(error.code).toBe('ECONNREFUSED');
 		expect(`${error.message} ${error.hint}`).not.toContain('hunter2');
 		expect(Date.now() - started).toBeLessThan(5_000);
+		// The failed client has ended (no reconnect loop in the background); the next call starts afresh.
+		expect(redisLedger({ ...base, password: 'hunter2-secret' })).not.toBe(ledger);
 	});
 
 	test('an unknown host name says so', async () => {
@@ -185,7 +189,32 @@ describe('Redis connection errors fail closed with readable messages', () => {
 		expect(error.message).toMatch(/host name could not be found/);
 	});
 
+	test('a server that is not Redis (here an HTTP-like reply) says so', async () => {
+		const server = createServer((socket) => socket.end('HTTP/1.1 400 Bad Request\r\n\r\n', () => socket.destroy()));
+		await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+		try {
+			const ledger = redisLedger({ ...base, port: (server.address() as AddressInfo).port });
+			const error = await ledger.ensureSchema().catch((e) => e);
+			expect(error).toBeInstanceOf(LedgerUnavailableError);
+			expect(error.message).toMatch(/does not speak the Redis protocol/);
+			expect(error.hint).toMatch(/TLS/);
+		} finally {
+			await closeAllRedisLedgers();
+			await new Promise((resolve) => server.close(resolve));
+		}
+	});
+
 	describeIfRedis('Redis authentication errors')('against the real Redis', () => {
+		test('TLS against a plain Redis fails within the connect timeout and mentions TLS', async () => {
+			const u = new URL(redisUrl());
+			const ledger = redisLedger({ ...base, host: u.hostname, port: Number(u.port || 6379), tls: true, connectTimeoutMs: 1_000 });
+			const started = Date.now();
+			const error = await ledger.ensureSchema().catch((e) => e);
+			expect(error).toBeInstanceOf(LedgerUnavailableError);
+			expect(`${error.message} ${error.hint}`).toMatch(/TLS/);
+			expect(Date.now() - started).toBeLessThan(4_000);
+		});
+
 		test('a wrong user or password says so', async () => {
 			const u = new URL(redisUrl());
 			const ledger = redisLedger({ ...base, host: u.hostname, port: Number(u.port || 6379), user: 'no-such-user', password: 'wrong' });

@@ -107,8 +107,8 @@ export class RedisLedger implements Ledger {
 			}
 		}
 		// Keeps the real reason (refused, unknown host) for commands that then fail with "max retries".
-		this.client.on('error', (error) => {
-			this.lastConnectionError = error;
+		this.client.on('error', (error: Error) => {
+			if (error?.name !== 'MaxRetriesPerRequestError') this.lastConnectionError = error;
 		});
 		this.client.on('ready', () => {
 			this.lastConnectionError = null;
@@ -204,6 +204,8 @@ export class RedisLedger implements Ledger {
 	}
 
 	private async checkLayout(): Promise<void> {
+		// Connect explicitly the first time: fails on the first attempt, with its real reason.
+		if (this.client.status === 'wait') await this.send(() => this.client.connect());
 		const key = versionKey(this.prefix);
 		const [, version] = await this.pipeline((p) => p.set(key, String(LAYOUT_VERSION), 'NX').get(key));
 		if (Number(version) > LAYOUT_VERSION) {
@@ -459,17 +461,19 @@ export class RedisLedger implements Ledger {
 
 /** Quits a client politely if it is connected, otherwise stops it; resolves once it has ended. */
 export async function closeClient(client: Redis | Cluster): Promise<void> {
-	if (client.status === 'end') return;
+	const status = client.status;
+	if (status === 'end') return;
+	if (status !== 'ready' && status !== 'connecting' && status !== 'connect') {
+		// Never connected, or between reconnects: no live connection to wait for.
+		client.disconnect();
+		return;
+	}
 	const ended = new Promise<void>((resolve) => {
 		client.once('end', () => resolve());
 		setTimeout(resolve, 3_000).unref();
 	});
-	if (client.status === 'ready') {
-		await client.quit().catch(() => client.disconnect());
-	} else {
-		// Never connected, or reconnecting: nothing to say goodbye to, stop retrying.
-		client.disconnect();
-	}
+	if (status === 'ready') await client.quit().catch(() => client.disconnect());
+	else client.disconnect();
 	await ended;
 }
 

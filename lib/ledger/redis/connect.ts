@@ -1,4 +1,5 @@
 import { createHash } from 'crypto';
+import { isIP } from 'net';
 import type { ConnectionOptions } from 'tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 
@@ -44,10 +45,11 @@ export function parseClusterNodes(text: string | undefined): ClusterNode[] {
  * Connection options that fail fast: connect lazily, give up on a connection attempt after a few
  * seconds, and fail a command after one reconnect instead of queueing it for ever. Commands that
  * were sent but not answered are not resent after a reconnect (a claim could run twice).
+ * createRedisClient adds the rule that a client that never connected does not retry at all.
  */
 export function redisOptions(s: RedisSettings): RedisOptions {
 	const tls: ConnectionOptions | undefined = s.tls
-		? { rejectUnauthorized: s.tlsRejectUnauthorized ?? true, servername: s.host || undefined }
+		? { rejectUnauthorized: s.tlsRejectUnauthorized ?? true, servername: s.host && !isIP(s.host) ? s.host : undefined }
 		: undefined;
 	return {
 		host: s.host,
@@ -66,10 +68,19 @@ export function redisOptions(s: RedisSettings): RedisOptions {
 	};
 }
 
-/** A new, not yet connected client (Redis or Cluster) for these settings. */
+/**
+ * A new, not yet connected client (Redis or Cluster) for these settings. A client whose first
+ * connection fails ends at once (wrong host, port or password: retrying would not help, and it
+ * must not keep reconnecting in the background); once connected, it reconnects after a drop.
+ */
 export function createRedisClient(s: RedisSettings): Redis | Cluster {
 	const options = redisOptions(s);
-	if (!s.cluster) return new Redis(options);
+	if (!s.cluster) {
+		let connected = false;
+		const client = new Redis({ ...options, retryStrategy: (times) => (connected ? options.retryStrategy?.(times) : null) });
+		client.once('ready', () => (connected = true));
+		return client;
+	}
 	const nodes = parseClusterNodes(s.clusterNodes);
 	// Cluster nodes take everything but the address, database and reconnect policy of a single server.
 	const { host, port, db, lazyConnect, retryStrategy, ...nodeOptions } = options;
@@ -103,6 +114,11 @@ export const redisSettingsKey = (s: RedisSettings) => createHash('sha256').updat
 export function redisLedger(settings: RedisSettings): RedisLedger {
 	const key = redisSettingsKey(settings);
 	let entry = cache.get(key);
+	if (entry && entry.client.status === 'end') {
+		// Its first connection failed (or it was closed): start over with a new client.
+		cache.delete(key);
+		entry = undefined;
+	}
 	if (!entry) {
 		const client = createRedisClient(settings);
 		// A client that loses its server must not crash the n8n process; commands still fail.

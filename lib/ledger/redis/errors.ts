@@ -104,6 +104,12 @@ const RULES: Array<[RegExp, string, string, string]> = [
 		'CLUSTERDOWN',
 	],
 	[
+		/Protocol error, got/i,
+		'The server at the ledger host and port does not speak the Redis protocol',
+		'Check the port (Redis usually listens on 6379) and the TLS setting: a TLS-only Redis needs TLS turned on.',
+		'PROTOCOL',
+	],
+	[
 		/Command timed out/i,
 		'The ledger Redis did not answer in time',
 		'Check that Redis is not overloaded or blocked, and the network between n8n and Redis.',
