@@ -20,7 +20,8 @@ export class IdempotencyLedger implements INodeType {
 		icon: { light: 'file:idempotencyLedger.svg', dark: 'file:idempotencyLedger.dark.svg' },
 		group: ['transform'],
 		version: 1,
-		subtitle: '={{ $parameter["operation"] + ": " + $parameter["resource"] }}',
+		subtitle:
+			'={{ (({"key": {"get": "Get key", "list": "List keys", "release": "Release key" }, "ledger": {"stats": "Get stats", "purge": "Purge expired" }, "checkpoint": {"get": "Get checkpoint", "set": "Set checkpoint" } })[$parameter["resource"]] || {})[$parameter["operation"]] }}',
 		description: 'Look up, list, release and purge idempotency keys, see stats, and keep sync checkpoints',
 		defaults: { name: 'Idempotency Ledger' },
 		inputs: [NodeConnectionTypes.Main],

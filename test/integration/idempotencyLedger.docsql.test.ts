@@ -21,12 +21,14 @@ afterAll(async () => {
 const doc = readFileSync(path.join(__dirname, '../../docs/nodes/idempotency-ledger.md'), 'utf8');
 const sqlBlocks = [...doc.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]);
 
-async function query(sql: string) {
+type Rows = Array<Record<string, unknown>>;
+
+async function query(sql: string): Promise<Array<{ rows: Rows }>> {
 	const client = await pool.connect();
 	try {
 		await client.query(`SET search_path TO "${schema}"`);
-		const results = await client.query(sql);
-		return Array.isArray(results) ? results : [results];
+		const results: unknown = await client.query(sql);
+		return (Array.isArray(results) ? results : [results]) as Array<{ rows: Rows }>;
 	} finally {
 		await client.query('RESET search_path');
 		client.release();

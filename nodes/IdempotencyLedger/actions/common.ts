@@ -23,7 +23,7 @@ const [scopeProperty, namespaceProperty] = scopeProperties;
 
 const scopeNotice: INodeProperties = {
 	displayName:
-		'"This Workflow" is the namespace of the workflow this node is in. To look at the keys of another workflow, choose "Shared Namespace" and enter workflow:&lt;its ID&gt;, e.g. workflow:Xy12AbCd34.',
+		'"This Workflow" is the namespace of the workflow this node is in. To look at the keys of another workflow, choose "Shared Namespace" and enter "workflow:" followed by its ID, e.g. workflow:Xy12AbCd34.',
 	name: 'scopeNotice',
 	type: 'notice',
 	default: '',
