@@ -5,6 +5,7 @@ import { RedisLedger, closeAllRedisLedgers, redisLedger } from '../../lib/ledger
 import { member, namespaceKeys, registryKey } from '../../lib/ledger/redis/keys';
 import { describeLedgerContract } from './ledger.contract';
 import {
+	deletePrefix,
 	describeIfRedis,
 	freshRedisClusterLedger,
 	freshRedisLedger,
@@ -155,10 +156,12 @@ describeIfRedis('Redis ledger specifics')('Redis ledger specifics', () => {
 	});
 
 	test('a ledger with another prefix does not see these rows', async () => {
-		const other = new RedisLedger({ client: newRedisClient(), prefix: `${fx.prefix}-other` });
+		const client = newRedisClient();
+		const other = new RedisLedger({ client, prefix: `${fx.prefix}-other` });
 		try {
 			expect((await other.claim([req('bulk', 'k1')], seen))[0].kind).toBe('claimed');
 		} finally {
+			await deletePrefix(client, other.prefix);
 			await other.close();
 		}
 	});
