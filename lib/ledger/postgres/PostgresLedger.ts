@@ -1,6 +1,6 @@
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 
-import { CheckpointRegressionError, LedgerError } from '../errors';
+import { CheckpointRegressionError, LedgerError, LedgerInputError } from '../errors';
 import { classifyExisting, resolveBatch } from '../claims';
 import type {
 	Checkpoint,
@@ -661,9 +661,14 @@ function decodeCursor(cursor: string | null | undefined): string[] | null {
 	if (!cursor) return null;
 	try {
 		const parts = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-		if (Array.isArray(parts) && parts.length === 4 && parts.every((p) => typeof p === 'string')) return parts;
+		const valid =
+			Array.isArray(parts) &&
+			parts.length === 4 &&
+			parts.every((p) => typeof p === 'string') &&
+			/^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{2}(:?\d{2}){0,2}|Z)?$/.test(parts[0]);
+		if (valid) return parts;
 	} catch {
 		// fall through
 	}
-	throw new LedgerError('The page cursor is not one this ledger made', 'Leave the cursor empty to start from the first page.');
+	throw new LedgerInputError('The page cursor is not one this ledger made', 'Leave the cursor empty to start from the first page.');
 }
