@@ -65,8 +65,8 @@ const promptProperties: INodeProperties[] = [
 		typeOptions: { rows: 2 },
 		default: '',
 		placeholder: 'e.g. You are a helpful assistant',
-		description: 'The instructions for the model, if the AI node sends any',
-		displayOptions: { show: { ...lookup, promptSource: ['text'] } },
+		description: 'The instructions for the model, if the AI node sends any. With chat messages, a system message in the list works too.',
+		displayOptions: { show: { ...lookup, promptSource: ['text', 'messages'] } },
 	},
 	{
 		displayName: 'Prompt',

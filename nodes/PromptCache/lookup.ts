@@ -58,6 +58,9 @@ const asText = (value: unknown) => (typeof value === 'number' || typeof value ==
 
 const toFlag = (value: unknown) => value === true || value === 'true' || value === 1;
 
+/** The request itself, which has its own fields. */
+const PROMPT_PARTS = new Set(['model', 'messages', 'system', 'prompt', 'input', 'instructions', 'contents', 'systemInstruction']);
+
 /** Parsed JSON text, or undefined when it does not parse. */
 function parseJson(text: string): unknown {
 	try {
@@ -94,6 +97,12 @@ function apiParameters(collection: IDataObject): Record<string, unknown> {
 	if (other !== undefined && other !== null) {
 		if (!isObject(other)) throw new LedgerInputError('"Other Parameters (JSON)" must be an object', 'Write an object such as {"stop": ["END"]}.');
 		for (const [name, value] of Object.entries(other)) {
+			if (PROMPT_PARTS.has(name)) {
+				throw new LedgerInputError(
+					`"Other Parameters (JSON)" cannot set "${name}"`,
+					'Use the Model, System Prompt, Prompt or Messages fields for the request itself; "Other Parameters (JSON)" is for settings such as {"stop": ["END"]}.',
+				);
+			}
 			if (name in out && JSON.stringify(out[name]) !== JSON.stringify(value)) {
 				throw new LedgerInputError(`The parameter "${name}" is set twice with different values`, `Set ${name} either in its own field or in "Other Parameters (JSON)", not both.`);
 			}
@@ -147,9 +156,11 @@ function readConfig(ctx: IExecuteFunctions): LookupConfig {
 				ignore,
 			});
 		} else {
+			const system = from('systemPrompt');
 			const messages = from('messages');
 			input = (i, item) => ({
 				model: asText(model.read(i, item)),
+				system: asText(system.read(i, item)),
 				messages: messages.read(i, item) ?? [],
 				parameters: parameters.read(i),
 				ignore,

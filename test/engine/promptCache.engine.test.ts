@@ -173,7 +173,7 @@ describe('Prompt Cache through the real n8n engine', () => {
 		const asMessages = await run(
 			{
 				prompts: [{ messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Same request, three forms' }] }],
-				lookup: { promptSource: 'messages', messages: '={{ $json.messages }}' },
+				lookup: { promptSource: 'messages', messages: '={{ $json.messages }}', systemPrompt: '' },
 			},
 			wf,
 		);
@@ -186,6 +186,21 @@ describe('Prompt Cache through the real n8n engine', () => {
 			wf,
 		);
 		expect(hits(asBody)).toHaveLength(1);
+		const messagesWithSystemField = await run(
+			{
+				prompts: [{ messages: [{ role: 'user', content: 'Same request, three forms' }] }],
+				lookup: { promptSource: 'messages', messages: '={{ $json.messages }}', systemPrompt: 'You are terse.' },
+			},
+			wf,
+		);
+		expect(hits(messagesWithSystemField)).toHaveLength(1);
+	});
+
+	test('the request itself cannot hide in "Other Parameters (JSON)"', async () => {
+		const r = await run({ prompts: [{ prompt: 'x' }], lookup: { modelParameters: { otherParameters: '{"system": "Be brief"}' } } }, freshWorkflowId());
+		expect(r.nodeError('Lookup')?.message).toMatch(/cannot set "system"/);
+		const broken = await run({ prompts: [{ prompt: 'x' }], lookup: { modelParameters: { otherParameters: '{"stop": [' } } }, freshWorkflowId());
+		expect(broken.nodeError('Lookup')?.message).toMatch(/not valid JSON/);
 	});
 
 	test('the stored entry keeps the normalized prompt, unless Hash Only is on', async () => {
