@@ -10,7 +10,9 @@ import type {
 import type { Ledger } from '../ledger/types';
 import { postgresLedger } from '../ledger/postgres/connect';
 import { toUnavailable } from '../ledger/postgres/errors';
+import { redisLedger } from '../ledger/redis/connect';
 import { POSTGRES_CREDENTIAL, postgresSettingsFrom, testPostgresConnection } from './postgresCredential';
+import { REDIS_CREDENTIAL, redisSettingsFrom, testRedisCredential } from './redisCredential';
 
 /** The "Ledger" selector every node starts with. Only the chosen backend's credential is shown. */
 export const backendProperty: INodeProperties = {
@@ -20,17 +22,32 @@ export const backendProperty: INodeProperties = {
 	noDataExpression: true,
 	options: [
 		{ name: 'PostgreSQL', value: 'postgres', description: 'Durable; the recommended source of truth' },
+		{
+			name: 'Redis',
+			value: 'redis',
+			description: 'Fast; durable only with persistence on and eviction off (see the README)',
+		},
 	],
 	default: 'postgres',
 	description: 'Where the idempotency ledger is kept',
 };
 
+/**
+ * The credential entries every node lists. (Node files repeat them as literals, because n8n's
+ * lint rules read `testedBy` from the node description itself.)
+ */
 export const ledgerCredentials: INodeCredentialDescription[] = [
 	{
 		name: POSTGRES_CREDENTIAL,
 		required: true,
 		testedBy: 'idempotencyPostgresApiTest',
 		displayOptions: { show: { backend: ['postgres'] } },
+	},
+	{
+		name: REDIS_CREDENTIAL,
+		required: true,
+		testedBy: 'idempotencyRedisApiTest',
+		displayOptions: { show: { backend: ['redis'] } },
 	},
 ];
 
@@ -41,20 +58,29 @@ export const credentialTest = {
 	): Promise<INodeCredentialTestResult> {
 		return await testPostgresConnection((credential.data ?? {}) as Record<string, unknown>);
 	},
+	async idempotencyRedisApiTest(
+		this: ICredentialTestFunctions,
+		credential: ICredentialsDecrypted,
+	): Promise<INodeCredentialTestResult> {
+		return await testRedisCredential((credential.data ?? {}) as Record<string, unknown>);
+	},
 };
 
 /**
- * The ledger for this node's credential: a pooled client shared by every execution in this
+ * The ledger for this node's credential: a client (pool) shared by every execution in this
  * process, with its schema created on first use. Throws LedgerUnavailableError when the
  * ledger cannot be reached, so the caller fails closed.
  */
 export async function openLedger(ctx: IExecuteFunctions): Promise<Ledger> {
-	const data = (await ctx.getCredentials(POSTGRES_CREDENTIAL)) as Record<string, unknown>;
-	const ledger = postgresLedger(postgresSettingsFrom(data));
+	const backend = ctx.getNodeParameter('backend', 0, 'postgres') as string;
+	const ledger =
+		backend === 'redis'
+			? redisLedger(redisSettingsFrom((await ctx.getCredentials(REDIS_CREDENTIAL)) as Record<string, unknown>))
+			: postgresLedger(postgresSettingsFrom((await ctx.getCredentials(POSTGRES_CREDENTIAL)) as Record<string, unknown>));
 	try {
 		await ledger.ensureSchema();
 	} catch (error) {
-		throw toUnavailable(error);
+		throw backend === 'redis' ? error : toUnavailable(error);
 	}
 	return ledger;
 }

@@ -108,6 +108,12 @@ export class DedupeGate implements INodeType {
 				testedBy: 'idempotencyPostgresApiTest',
 				displayOptions: { show: { backend: ['postgres'] } },
 			},
+			{
+				name: 'idempotencyRedisApi',
+				required: true,
+				testedBy: 'idempotencyRedisApiTest',
+				displayOptions: { show: { backend: ['redis'] } },
+			},
 		],
 		properties: [
 			backendProperty,

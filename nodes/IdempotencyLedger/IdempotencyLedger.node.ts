@@ -6,7 +6,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
+import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
 import * as checkpoint from './actions/checkpoint/Checkpoint.resource';
 import * as key from './actions/key/Key.resource';
 import * as ledger from './actions/ledger/Ledger.resource';
@@ -27,7 +27,20 @@ export class IdempotencyLedger implements INodeType {
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
 		usableAsTool: true,
-		credentials: ledgerCredentials,
+		credentials: [
+			{
+				name: 'idempotencyPostgresApi',
+				required: true,
+				testedBy: 'idempotencyPostgresApiTest',
+				displayOptions: { show: { backend: ['postgres'] } },
+			},
+			{
+				name: 'idempotencyRedisApi',
+				required: true,
+				testedBy: 'idempotencyRedisApiTest',
+				displayOptions: { show: { backend: ['redis'] } },
+			},
+		],
 		properties: [
 			backendProperty,
 			{

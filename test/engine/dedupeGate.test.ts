@@ -3,10 +3,11 @@
  */
 import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
+import { closeAllPostgresLedgers, closeAllRedisLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { runWorkflow, type EngineRunResult } from '../support/engine';
+import { deletePrefix, describeIfRedis, newRedisClient, redisUrl, uniquePrefix } from '../support/redis';
 
 const GATE_TYPE = 'n8n-nodes-idempotency.dedupeGate';
 const table = uniqueTable('gate');
@@ -214,5 +215,39 @@ describe('Dedupe Gate in the real engine', () => {
 			expect(fresh).toHaveLength(2);
 			expect(facts(fresh[0]).outcome).toBe('unverified');
 		});
+	});
+});
+
+describeIfRedis('Dedupe Gate on the Redis ledger (engine)')('Dedupe Gate on the Redis ledger', () => {
+	const prefix = uniquePrefix('gate');
+	const u = new URL(redisUrl());
+	const redisCredentials = {
+		idempotencyRedisApi: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: Number(u.pathname.slice(1) || 0), prefix },
+	};
+	afterAll(async () => {
+		await closeAllRedisLedgers();
+		const client = newRedisClient();
+		await deletePrefix(client, prefix);
+		client.disconnect();
+	});
+
+	test('the same workflow with "Ledger: Redis": first run New, second run Duplicate, bad input refused', async () => {
+		const items = Array.from({ length: 50 }, (_, i) => ({ id: `r_${i}` }));
+		const gate = { backend: 'redis', scope: 'shared', namespace: 'engine-redis', mode: 'seen' };
+		const first = await run(items, gate, { creds: redisCredentials });
+		expect(first.error).toBeUndefined();
+		expect(first.outputs('Gate')[0]).toHaveLength(50);
+		const second = await run(items, gate, { creds: redisCredentials });
+		expect(second.outputs('Gate')[0]).toHaveLength(0);
+		expect(ids(second.outputs('Gate')[1])).toEqual(items.map((i) => i.id));
+		const bad = await run([{ id: '' }], gate, { creds: redisCredentials });
+		expect(bad.nodeError('Gate')?.message).toMatch(/key is empty/);
+	});
+
+	test('an unreachable Redis fails closed with a readable message', async () => {
+		const down = { idempotencyRedisApi: { ...redisCredentials.idempotencyRedisApi, port: 1 } };
+		const result = await run([{ id: 1 }], { backend: 'redis', mode: 'seen' }, { creds: down });
+		expect(result.nodeError('Gate')?.message).toMatch(/ledger is unavailable/i);
+		expect(result.outputs('Gate')).toEqual([]);
 	});
 });
