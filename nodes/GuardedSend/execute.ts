@@ -37,6 +37,9 @@ const SENT = 0;
 const SKIPPED = 1;
 const REVIEW = 2;
 
+/** No attempt starts later than the timeout plus this before the lease ends. */
+const DEADLINE_MARGIN_MS = 1_000;
+
 /** The recovery point marked before the first byte goes out. */
 export const PHASE_SENDING = 'sending';
 
@@ -85,10 +88,21 @@ function readConfig(ctx: IExecuteFunctions): Config {
 	const stepText = String(ctx.getNodeParameter('step', 0, '') ?? '').trim();
 	const step = assertStep(stepText || ctx.getNode().name);
 	const whenInProgress = ctx.getNodeParameter('whenInProgress', 0, 'review') as Config['whenInProgress'];
+	const leaseMs = readDuration(ctx, 'lease', 'lease');
+	const timeoutMs = numberOption(options.timeout, 'Timeout', 1, 600, 30) * 1000;
+	// No attempt starts later than (timeout + margin) before the lease ends, so the lease must
+	// leave room to start at least one.
+	const minimumLeaseMs = timeoutMs + DEADLINE_MARGIN_MS + 1_000;
+	if (leaseMs < minimumLeaseMs) {
+		throw new LedgerInputError(
+			`The lease (${leaseMs / 1000} s) is too short for a ${timeoutMs / 1000} s timeout`,
+			`A send must be able to finish inside the lease, or another run could take the step over while it is still sending. Make the lease longer than ${minimumLeaseMs / 1000} s (minutes are usual), or lower the timeout.`,
+		);
+	}
 	return {
 		channelName,
 		step: () => step,
-		leaseMs: readDuration(ctx, 'lease', 'lease'),
+		leaseMs,
 		ttlMs: readDuration(ctx, 'retention', 'retention ("Keep Records For")'),
 		whenInProgress,
 		maxWaitMs: whenInProgress === 'wait' ? numberOption(ctx.getNodeParameter('maxWait', 0, 60), 'Max Wait', 1, 3600, 60) * 1000 : 0,
@@ -96,7 +110,7 @@ function readConfig(ctx: IExecuteFunctions): Config {
 		completeUnit: ctx.getNodeParameter('completeUnit', 0, false) === true,
 		concurrency: Math.floor(numberOption(options.concurrency, 'Sends at Once', 1, 100, 5)),
 		batchSize: Math.floor(numberOption(options.batchSize, 'Batch Size', 1, 5000, 100)),
-		timeoutMs: numberOption(options.timeout, 'Timeout', 1, 600, 30) * 1000,
+		timeoutMs,
 		policy: {
 			maxAttempts: Math.floor(numberOption(options.maxAttempts, 'Max Attempts', 1, 20, 5)),
 			baseDelayMs: numberOption(options.initialBackoff, 'Initial Backoff', 1, 60_000, 500),
@@ -303,7 +317,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			});
 
 			// 4. Send, at most `concurrency` at once, each under the retry policy and the lease.
-			const margin = config.timeoutMs + 1_000;
+			const margin = config.timeoutMs + DEADLINE_MARGIN_MS;
 			await forEachLimit(sendable, config.concurrency, async (s) => {
 				const deadline = (s.record.leaseExpiresAt?.getTime() ?? Date.now() + config.leaseMs) - margin;
 				const verdict = await deliver(adapter.channel, s.p.message, { policy: config.policy, acceptUncertain: adapter.acceptUncertain, deadline });
