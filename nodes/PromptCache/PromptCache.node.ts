@@ -7,7 +7,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
+import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
 import { durationProperties, scopeProperties } from '../../lib/n8n/scope';
 import { executePromptCache } from './execute';
 
@@ -275,7 +275,20 @@ export class PromptCache implements INodeType {
 		inputs: [NodeConnectionTypes.Main],
 		usableAsTool: true,
 		outputs: `={{(${configuredOutputs})($parameter)}}`,
-		credentials: ledgerCredentials,
+		credentials: [
+			{
+				name: 'idempotencyPostgresApi',
+				required: true,
+				testedBy: 'idempotencyPostgresApiTest',
+				displayOptions: { show: { backend: ['postgres'] } },
+			},
+			{
+				name: 'idempotencyRedisApi',
+				required: true,
+				testedBy: 'idempotencyRedisApiTest',
+				displayOptions: { show: { backend: ['redis'] } },
+			},
+		],
 		properties: [
 			backendProperty,
 			{
