@@ -1,8 +1,15 @@
-// npm run bench — claim throughput on the real PostgreSQL, in one process:
-//   raw SQL baseline (INSERT ... ON CONFLICT DO NOTHING over unnest, one statement),
-//   the ledger's claim, and the Dedupe Gate node's execute(), for 10,000 distinct keys
-//   (first sight) and the same 10,000 again (all duplicates). Median of several runs.
+// npm run bench — in one process, against the real PostgreSQL and Redis:
+// 1. claim throughput on PostgreSQL: raw SQL baseline (INSERT ... ON CONFLICT DO NOTHING over
+//    unnest, one statement), the ledger's claim, and the Dedupe Gate node's execute(), for 10,000
+//    distinct keys (first sight) and the same 10,000 again (all duplicates); median of runs;
+// 2. the same claim on Redis beside pipelined SET NX;
+// 3. Prompt Cache lookup latency (p50, p99 over 10,000 one-item lookups) on both backends,
+//    beside a primary-key SELECT / a GET.
 const { Pool } = require('pg');
+const { Redis } = require('ioredis');
+const { redisSection } = require('./redis');
+const { lookupLatency, latencyRows } = require('./promptCache');
+const { median, time } = require('./util');
 const { PostgresLedger, postgresLedger, closeAllPostgresLedgers } = require('../dist/lib/ledger');
 const { DedupeGate } = require('../dist/nodes/DedupeGate/DedupeGate.node');
 
@@ -12,12 +19,8 @@ const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test
 const suffix = Date.now().toString(36);
 const table = `bench_${suffix}`;
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const time = async (fn) => {
-	const t0 = process.hrtime.bigint();
-	await fn();
-	return Number(process.hrtime.bigint() - t0) / 1e6;
-};
+const LOOKUPS = Number(process.env.BENCH_LOOKUPS || 10_000);
+const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 
 function credentialsFrom(connectionString) {
 	const u = new URL(connectionString);
@@ -109,6 +112,56 @@ async function main() {
 		`One-item execution (the webhook case), warm: the gate made ${oneItemTrips} ledger round trip(s).`,
 	];
 	console.log(lines.join('\n'));
+
+	const fmtRow = (r, b) => `| ${r.name} | ${fmt(r.first)} | ${(b.first / r.first).toFixed(2)} | ${fmt(r.dup)} | ${(b.dup / r.dup).toFixed(2)} | ${r.trips} |`;
+	const redis = await redisSection({ N, RUNS, url: redisUrl });
+	if (Array.isArray(redis)) console.log(`\n${redis.join('\n')}`);
+	else {
+		console.log(
+			[
+				'',
+				`Redis ${redis.version}, same keys and runs; ratios to pipelined SET NX:`,
+				'',
+				'| scenario | first sight | ratio to SET NX | all duplicates | ratio to SET NX | round trips (10k) |',
+				'|---|---|---|---|---|---|',
+				...redis.rows.map((r) => fmtRow(r, redis.rows[0])),
+			].join('\n'),
+		);
+	}
+
+	// Prompt Cache lookup latency.
+	const latency = ['', `Prompt Cache Lookup, ${LOOKUPS} one-item executions that hit (${100} distinct prompts), latency per execution:`, '', '| scenario | p50 | p99 | p50 vs baseline | p99 vs baseline |', '|---|---|---|---|---|'];
+	const pgLookups = await lookupLatency({
+		backend: 'postgres',
+		credentials,
+		lookups: LOOKUPS,
+		baseline: (p) => pool.query(`SELECT result FROM ${table} WHERE namespace = $1 AND key = $2 AND step = $3`, ['x', `k${p}`, 'prompt-cache']),
+	});
+	latency.push(...latencyRows('Prompt Cache Lookup (PostgreSQL)', 'baseline: SELECT by primary key', pgLookups));
+	const rc = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
+	rc.on('error', () => undefined);
+	const redisUp = await rc.connect().then(() => true, () => false);
+	if (redisUp) {
+		const u = new URL(redisUrl);
+		const prefix = `benchpc-${suffix}`;
+		const redisLookups = await lookupLatency({
+			backend: 'redis',
+			credentials: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: 0, prefix },
+			lookups: LOOKUPS,
+			baseline: (p) => rc.get(`${prefix}:bench:${p}`),
+		});
+		latency.push(...latencyRows('Prompt Cache Lookup (Redis)', 'baseline: GET', redisLookups));
+		let cursor = '0';
+		do {
+			const [next, found] = await rc.scan(cursor, 'MATCH', `*${prefix}*`, 'COUNT', 1000);
+			if (found.length) await rc.del(...found);
+			cursor = next;
+		} while (cursor !== '0');
+		const { closeAllRedisLedgers } = require('../dist/lib/ledger');
+		await closeAllRedisLedgers();
+	} else latency.push('| Prompt Cache Lookup (Redis) | SKIPPED: no Redis reachable | | | |');
+	rc.disconnect();
+	console.log(latency.join('\n'));
 
 	for (const t of [baselineTable, table, `${table}_counters`, `${table}_checkpoints`, `${table}_audit`, `${table}_migrations`]) {
 		await pool.query(`DROP TABLE IF EXISTS ${t}`);
