@@ -1,5 +1,5 @@
 /**
- * The on-call SQL in docs/nodes/idempotency-ledger.md runs against a real ledger schema and
+ * The on-call SQL in the README's Idempotency Ledger section runs against a real ledger schema and
  * answers the three questions for rows the ledger wrote.
  */
 import { readFileSync } from 'fs';
@@ -18,7 +18,9 @@ afterAll(async () => {
 	await pool.end();
 });
 
-const doc = readFileSync(path.join(__dirname, '../../docs/nodes/idempotency-ledger.md'), 'utf8');
+const readme = readFileSync(path.join(__dirname, '../../README.md'), 'utf8');
+// The Idempotency Ledger section of the README, up to the next top-level section.
+const doc = readme.slice(readme.indexOf('\n## Idempotency Ledger\n')).split(/\n## (?!Idempotency Ledger\n)/)[0];
 const sqlBlocks = [...doc.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]);
 
 type Rows = Array<Record<string, unknown>>;
