@@ -267,6 +267,8 @@ export async function smtpServer(options: { plan?: Plan; user?: string; password
 /* ---------------------------------------------------------------------------------------- */
 
 export interface StripeLikeServer extends Base {
+	/** Most requests this server was handling at the same moment. */
+	peakInFlight: number;
 	/** Actions performed (objects created), in order. */
 	actions: Array<{ id: string; key: string | null; body: unknown }>;
 	/** Requests received per Idempotency-Key, whatever the answer. */
@@ -282,16 +284,19 @@ interface StoredKey {
 	body: unknown;
 }
 
-export async function stripeLikeServer(options: { plan?: Plan; apiKey?: string; header?: string } = {}): Promise<StripeLikeServer> {
+export async function stripeLikeServer(options: { plan?: Plan; apiKey?: string; header?: string; delayMs?: number } = {}): Promise<StripeLikeServer> {
 	const events = new EventEmitter();
 	const hanging = new Set<http.ServerResponse>();
 	const headerName = (options.header ?? 'Idempotency-Key').toLowerCase();
 	let plan = options.plan ?? normal;
 	const stored = new Map<string, StoredKey>();
-	const state = { requests: 0, replays: 0, actions: [] as StripeLikeServer['actions'], keysSeen: new Map<string, number>() };
+	const state = { requests: 0, replays: 0, inFlight: 0, peakInFlight: 0, actions: [] as StripeLikeServer['actions'], keysSeen: new Map<string, number>() };
 	let seq = 0;
 	const server = http.createServer(async (req, res) => {
+		state.peakInFlight = Math.max(state.peakInFlight, ++state.inFlight);
+		res.on('close', () => state.inFlight--);
 		const raw = await readBody(req);
+		if (options.delayMs) await new Promise((r) => setTimeout(r, options.delayMs));
 		const n = ++state.requests;
 		const keyHeader = req.headers[headerName];
 		const key = typeof keyHeader === 'string' && keyHeader ? keyHeader : null;
@@ -343,6 +348,9 @@ export async function stripeLikeServer(options: { plan?: Plan; apiKey?: string; 
 		},
 		get replays() {
 			return state.replays;
+		},
+		get peakInFlight() {
+			return state.peakInFlight;
 		},
 		get actions() {
 			return state.actions;

@@ -1,0 +1,231 @@
+/**
+ * Mark Step Done and key lineage, through n8n-core's real engine: the key is found by following
+ * pairedItem back to the Dedupe Gate, even through nodes that replaced the item's JSON.
+ */
+import {
+	NodeConnectionTypes,
+	type IConnections,
+	type IExecuteFunctions,
+	type INode,
+	type INodeExecutionData,
+	type INodeParameters,
+	type INodeType,
+} from 'n8n-workflow';
+
+import { closeAllPostgresLedgers } from '../../lib/ledger';
+import { freshPostgresLedger, settingsFromUrl } from '../support/db';
+import { slackServer, type SlackServer } from '../support/destinations';
+import { runWorkflow, type EngineRunResult } from '../support/engine';
+import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
+
+/**
+ * Emits one more item than it received, without saying which input each came from (no
+ * pairedItem). With equal counts n8n would pair them by position itself; with a different count
+ * it cannot, and the lineage breaks here.
+ */
+class DropPairedNode implements INodeType {
+	description = {
+		displayName: 'Drop Paired',
+		name: 'dropPaired',
+		group: ['transform' as const],
+		version: 1,
+		description: 'Forgets pairedItem',
+		defaults: { name: 'Drop Paired' },
+		inputs: [NodeConnectionTypes.Main],
+		outputs: [NodeConnectionTypes.Main],
+		properties: [],
+	};
+
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		return [[...this.getInputData(), { json: {} }].map((_item, index) => ({ json: { fresh: index } }))];
+	}
+}
+
+const nodeTypes = { ...ours, 'test.dropPaired': new DropPairedNode() };
+
+const node = (name: string, type: string, parameters: INodeParameters = {}, extra: Partial<INode> = {}): INode => ({
+	id: name,
+	name,
+	type,
+	typeVersion: 1,
+	position: [0, 0],
+	parameters,
+	...extra,
+});
+
+const chain = (...names: string[]): IConnections => {
+	const connections: IConnections = {};
+	for (let i = 0; i + 1 < names.length; i++) connections[names[i]] = { main: [[{ node: names[i + 1], type: 'main', index: 0 }]] };
+	return connections;
+};
+
+const ORDERS = JSON.stringify([
+	{ orderId: 'o-1', invoice: 'in_1', total: 10 },
+	{ orderId: 'o-2', invoice: 'in_2', total: 20 },
+	{ orderId: 'o-3', invoice: 'in_3', total: 30 },
+]);
+
+const gate = (extra: INodeParameters = {}) =>
+	node('Gate', 'n8n-nodes-idempotency.dedupeGate', { keySource: 'field', keyField: 'orderId', mode: 'lease', lease: 10, leaseUnit: 'minutes', ...extra });
+const mark = (parameters: INodeParameters = {}, extra: Partial<INode> = {}) =>
+	node('Mark Done', 'n8n-nodes-idempotency.markStepDone', { status: 'completed', resultFrom: 'none', ...parameters }, extra);
+
+describe('engine: Mark Step Done and lineage', () => {
+	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
+	let slack: SlackServer;
+	let credentials: Record<string, Record<string, unknown>>;
+	let n = 0;
+	let wf: string;
+
+	beforeAll(async () => {
+		fx = await freshPostgresLedger();
+		slack = await slackServer();
+		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table), slackApi: { accessToken: 'xoxb-test-token' } };
+	});
+	afterAll(async () => {
+		await slack?.close();
+		await closeAllPostgresLedgers();
+		await fx?.dispose();
+	});
+	beforeEach(() => {
+		wf = `wf-lineage-${++n}-${Date.now()}`;
+	});
+
+	const run = (nodes: INode[], connections: IConnections, executionId?: string): Promise<EngineRunResult> =>
+		runWorkflow({ id: wf, nodes, connections }, { credentials, nodeTypes, executionId });
+	const rows = async (key: string, namespace = `workflow:${wf}`) => (await fx.ledger.get(namespace, key)).map((r) => ({ step: r.step, status: r.status, externalId: r.externalId, result: r.result }));
+
+	test('through two nodes that replaced the JSON, Mark Step Done finds the gate\'s key and completes the unit', async () => {
+		const r = await run(
+			[node('Orders', 'test.items', { items: ORDERS }), gate(), node('Call API', 'test.replace'), node('Tidy', 'test.replace'), mark()],
+			chain('Orders', 'Gate', 'Call API', 'Tidy', 'Mark Done'),
+		);
+		expect(r.error).toBeUndefined();
+		const out = r.items('Mark Done');
+		expect(out.map((i) => i.json.replaced)).toEqual([true, true, true]);
+		expect(out.map((i) => (i.json.idempotency as { key: string }).key)).toEqual(['o-1', 'o-2', 'o-3']);
+		expect(out.map((i) => i.pairedItem)).toEqual([{ item: 0 }, { item: 1 }, { item: 2 }]);
+		for (const key of ['o-1', 'o-2', 'o-3']) expect(await rows(key)).toEqual([{ step: '', status: 'completed', externalId: null, result: null }]);
+		// The unit is done: the same orders are duplicates now.
+		const again = await run([node('Orders', 'test.items', { items: ORDERS }), gate()], chain('Orders', 'Gate'));
+		expect(again.outputs('Gate')[1]).toHaveLength(3);
+	});
+
+	test('Guarded Send finds the key by lineage too, through a replacing node', async () => {
+		const send = node('Notify', 'n8n-nodes-idempotency.guardedSend', {
+			channel: 'slack',
+			slackChannel: '#orders',
+			slackText: '=Order done ({{ $json.index }})',
+			slackOptions: { apiUrl: slack.apiUrl },
+		});
+		const r = await run([node('Orders', 'test.items', { items: ORDERS }), gate(), node('Call API', 'test.replace'), send], chain('Orders', 'Gate', 'Call API', 'Notify'));
+		expect(r.error).toBeUndefined();
+		const [sent] = r.outputs('Notify');
+		expect(sent.map((i) => (i.json.idempotency as { key: string }).key)).toEqual(['o-1', 'o-2', 'o-3']);
+		expect((await rows('o-2')).map((x) => [x.step, x.status])).toEqual([
+			['', 'in_progress'],
+			['Notify', 'completed'],
+		]);
+	});
+
+	test('a named step with "Also Record the Unit of Work": both rows, with the external ID and the item (without the ledger facts) as result', async () => {
+		const r = await run(
+			[
+				node('Orders', 'test.items', { items: ORDERS }),
+				gate(),
+				mark({ step: 'invoiceCreate', completeUnit: true, externalId: '={{ $json.invoice }}', resultFrom: 'item' }),
+			],
+			chain('Orders', 'Gate', 'Mark Done'),
+		);
+		expect(r.error).toBeUndefined();
+		expect(r.items('Mark Done')[0].json.idempotency).toMatchObject({ outcome: 'recorded', step: 'invoiceCreate', status: 'completed', externalId: 'in_1', unitStatus: 'completed' });
+		const stored = await rows('o-1');
+		expect(stored.map((x) => [x.step, x.status, x.externalId])).toEqual([
+			['', 'completed', 'in_1'],
+			['invoiceCreate', 'completed', 'in_1'],
+		]);
+		expect(stored[1].result).toEqual({ orderId: 'o-1', invoice: 'in_1', total: 10 });
+	});
+
+	test('"Failed, Retry Later" on the unit lets the gate through again on the next run', async () => {
+		const flow = () => [node('Orders', 'test.items', { items: ORDERS }), gate(), mark({ status: 'failed_retryable' })];
+		await run(flow(), chain('Orders', 'Gate', 'Mark Done'));
+		expect((await rows('o-1'))[0].status).toBe('failed_retryable');
+		const again = await run([node('Orders', 'test.items', { items: ORDERS }), gate()], chain('Orders', 'Gate'));
+		const fresh = again.outputs('Gate')[0];
+		expect(fresh).toHaveLength(3);
+		expect(fresh[0].json.idempotency).toMatchObject({ outcome: 'new', previousStatus: 'failed_retryable' });
+	});
+
+	test('an explicit key overrides lineage; a shared namespace is used as given', async () => {
+		const r = await run(
+			[node('Orders', 'test.items', { items: ORDERS }), mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'shared', namespace: `orders-${wf}`, step: 'ship' })],
+			chain('Orders', 'Mark Done'),
+		);
+		expect(r.error).toBeUndefined();
+		expect((await rows('o-3', `orders-${wf}`)).map((x) => [x.step, x.status])).toEqual([['ship', 'completed']]);
+	});
+
+	test('no Dedupe Gate upstream: the error says so and names the node to point the key at; nothing is written', async () => {
+		const r = await run([node('Orders', 'test.items', { items: ORDERS }), node('Call API', 'test.replace'), mark()], chain('Orders', 'Call API', 'Mark Done'));
+		expect(r.error?.message).toMatch(/no Dedupe Gate is upstream of "Mark Done"/);
+		expect(String((r.error as { description?: string }).description)).toMatch(/"Call API"/);
+		expect(await fx.ledger.list({ namespace: `workflow:${wf}`, limit: 10 })).toMatchObject({ records: [] });
+	});
+
+	test('a node that drops pairedItem breaks the trail: the error names it', async () => {
+		const r = await run(
+			[node('Orders', 'test.items', { items: ORDERS }), gate(), node('Drop Paired', 'test.dropPaired'), mark()],
+			chain('Orders', 'Gate', 'Drop Paired', 'Mark Done'),
+		);
+		expect(r.error?.message).toMatch(/cannot be traced back to "Gate".*"Drop Paired"/);
+		expect(String((r.error as { description?: string }).description)).toMatch(/Key From/);
+		expect((await rows('o-1')).map((x) => x.status)).toEqual(['in_progress']);
+	});
+
+	test('bad input on one item: a clear per-item error, that item is not written, the others are (continue on fail)', async () => {
+		const items = JSON.stringify([
+			{ orderId: 'o-1', invoice: 'in_1' },
+			{ orderId: 'o-2', invoice: { nested: true } },
+			{ orderId: 'o-3', invoice: 'in_3' },
+		]);
+		const r = await run(
+			[node('Orders', 'test.items', { items }), gate(), mark({ step: 'invoice', externalId: '={{ $json.invoice }}' }, { onError: 'continueRegularOutput' })],
+			chain('Orders', 'Gate', 'Mark Done'),
+		);
+		expect(r.error).toBeUndefined();
+		const out = r.items('Mark Done');
+		expect(out).toHaveLength(3);
+		expect(out[1].json.error).toMatch(/external ID must be text or a number, but on this item it is a object|external ID must be text or a number/);
+		expect(out[1].pairedItem).toEqual({ item: 1 });
+		expect((await rows('o-2')).map((x) => x.step)).toEqual(['']);
+		expect((await rows('o-3')).map((x) => x.step)).toEqual(['', 'invoice']);
+	});
+
+	test('without continue on fail, one bad item stops the node before anything is written', async () => {
+		const items = JSON.stringify([{ orderId: 'o-1', invoice: 'in_1' }, { orderId: 'o-2', invoice: ['x'] }]);
+		const r = await run([node('Orders', 'test.items', { items }), gate(), mark({ step: 'invoice', externalId: '={{ $json.invoice }}' })], chain('Orders', 'Gate', 'Mark Done'));
+		expect(r.error?.message).toMatch(/external ID must be text or a number, but on this item it is a list/);
+		expect((await rows('o-1')).map((x) => x.step)).toEqual(['']);
+	});
+
+	test('another run holds the key: refused with a clear error, unless told to record anyway', async () => {
+		await run([node('Orders', 'test.items', { items: ORDERS }), gate()], chain('Orders', 'Gate'), `holder-${wf}`);
+		const explicit = { keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'workflow' };
+		const refused = await run([node('Orders', 'test.items', { items: ORDERS }), mark(explicit)], chain('Orders', 'Mark Done'));
+		expect(refused.error?.message).toMatch(/Another run holds the key "o-1" in progress/);
+		expect((await rows('o-1'))[0].status).toBe('in_progress');
+		const forced = await run([node('Orders', 'test.items', { items: ORDERS }), mark({ ...explicit, options: { overrideClaim: true } })], chain('Orders', 'Mark Done'));
+		expect(forced.error).toBeUndefined();
+		expect((await rows('o-1'))[0].status).toBe('completed');
+	});
+
+	test('the ledger cannot be reached: the node fails closed and says what to check', async () => {
+		const down = { ...settingsFromUrl(fx.table), port: 1 };
+		const r = await runWorkflow(
+			{ id: wf, nodes: [node('Orders', 'test.items', { items: ORDERS }), mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'workflow' })], connections: chain('Orders', 'Mark Done') },
+			{ credentials: { idempotencyPostgresApi: down }, nodeTypes },
+		);
+		expect(r.error?.message).toMatch(/ledger is unavailable/i);
+	});
+});
