@@ -41,6 +41,12 @@ export class GuardedSend implements INodeType {
 				testedBy: 'idempotencyPostgresApiTest',
 				displayOptions: { show: { backend: ['postgres'] } },
 			},
+			{
+				name: 'idempotencyRedisApi',
+				required: true,
+				testedBy: 'idempotencyRedisApiTest',
+				displayOptions: { show: { backend: ['redis'] } },
+			},
 			{ name: 'slackApi', required: true, displayOptions: { show: { channel: ['slack'] } } },
 			{ name: 'smtp', required: true, displayOptions: { show: { channel: ['email'] } } },
 			{

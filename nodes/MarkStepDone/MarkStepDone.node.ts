@@ -31,6 +31,12 @@ export class MarkStepDone implements INodeType {
 				testedBy: 'idempotencyPostgresApiTest',
 				displayOptions: { show: { backend: ['postgres'] } },
 			},
+			{
+				name: 'idempotencyRedisApi',
+				required: true,
+				testedBy: 'idempotencyRedisApiTest',
+				displayOptions: { show: { backend: ['redis'] } },
+			},
 		],
 		properties: [
 			backendProperty,
