@@ -4,6 +4,7 @@
  */
 import {
 	NodeConnectionTypes,
+	type ICredentialDataDecryptedObject,
 	type IConnections,
 	type IExecuteFunctions,
 	type INode,
@@ -73,7 +74,7 @@ const mark = (parameters: INodeParameters = {}, extra: Partial<INode> = {}) =>
 describe('engine: Mark Step Done and lineage', () => {
 	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
 	let slack: SlackServer;
-	let credentials: Record<string, Record<string, unknown>>;
+	let credentials: Record<string, ICredentialDataDecryptedObject>;
 	let n = 0;
 	let wf: string;
 

@@ -3,7 +3,7 @@
  * the outputs, stored results, permanent refusals, credentials, mismatches, duplicates inside one
  * input, another run holding the step, bad input, a ledger that is down, and the send limit.
  */
-import type { IConnections, INode, INodeParameters } from 'n8n-workflow';
+import type { ICredentialDataDecryptedObject, IConnections, INode, INodeParameters } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { messageIdFor } from '../../lib/n8n/channels/smtp';
@@ -38,7 +38,7 @@ describe('engine: Guarded Send channels', () => {
 	let slow: StripeLikeServer;
 	let slack: SlackServer;
 	let smtp: SmtpTestServer;
-	let credentials: Record<string, Record<string, unknown>>;
+	let credentials: Record<string, ICredentialDataDecryptedObject>;
 	let wf: string;
 	let n = 0;
 
@@ -78,7 +78,7 @@ describe('engine: Guarded Send channels', () => {
 		jsonBody: '={{ JSON.stringify({ order: $json.id, amount: $json.amount }) }}',
 		...extra,
 	});
-	const run = (parameters: INodeParameters, items: string, options: { executionId?: string; extra?: Partial<INode>; creds?: Record<string, Record<string, unknown>> } = {}) =>
+	const run = (parameters: INodeParameters, items: string, options: { executionId?: string; extra?: Partial<INode>; creds?: Record<string, ICredentialDataDecryptedObject> } = {}) =>
 		runWorkflow(
 			{ id: wf, nodes: [node('Orders', 'test.items', { items }), node('Send', 'n8n-nodes-idempotency.guardedSend', parameters, options.extra)], connections: chain('Orders', 'Send') },
 			{ credentials: options.creds ?? credentials, nodeTypes, executionId: options.executionId },
@@ -149,11 +149,22 @@ describe('engine: Guarded Send channels', () => {
 		expect(secured.actions).toHaveLength(1);
 	});
 
-	test('Slack: a permanent error (channel_not_found) goes to Needs Review with Slack\'s answer', async () => {
-		const r = await run(slackSend({ slackChannel: '' === 'x' ? 'x' : '={{ "" }}' }), orders('nf-1'), { extra: { onError: 'continueRegularOutput' } });
-		// An empty channel is bad input: caught before anything is claimed.
+	test('Slack: a permanent error (channel_not_found) goes to Needs Review with Slack\'s answer; the next run does not post again', async () => {
+		const first = await run(slackSend({ slackChannel: '#missing-channel' }), orders('nf-1'));
+		expect(facts(first, 2)[0]).toMatchObject({ outcome: 'needs_review', reason: 'rejected', status: 'needs_review', attempts: 1 });
+		const stored = await row('nf-1');
+		expect(stored?.status).toBe('needs_review');
+		expect(stored?.result).toMatchObject({ response: { body: { ok: false, error: 'channel_not_found' } } });
+		const before = slack.requests;
+		const again = await run(slackSend({ slackChannel: '#missing-channel' }), orders('nf-1'));
+		expect(facts(again, 2)[0]).toMatchObject({ reason: 'marked_for_review' });
+		expect(slack.requests).toBe(before);
+	});
+
+	test('Slack: an empty channel is bad input, caught before anything is claimed', async () => {
+		const r = await run(slackSend({ slackChannel: '={{ "" }}' }), orders('nf-2'), { extra: { onError: 'continueRegularOutput' } });
 		expect(r.outputs('Send')[2][0].json.error).toMatch(/Slack channel is empty/);
-		expect(await row('nf-1')).toBeUndefined();
+		expect(await row('nf-2')).toBeUndefined();
 	});
 
 	test('the same key with different content: never sent; Needs Review, Skipped or an error, as chosen', async () => {

@@ -3,7 +3,7 @@
  * Send (HTTP, to a Stripe-like API on localhost) → Mark Step Done. The same event runs three
  * times; the destination performs one action.
  */
-import type { IConnections, INode, INodeParameters } from 'n8n-workflow';
+import type { ICredentialDataDecryptedObject, IConnections, INode, INodeParameters } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
@@ -41,7 +41,7 @@ const webhookEvent = (eventId: string, amount = 1200) =>
 describe('engine: Webhook → Dedupe Gate → Guarded Send (HTTP) → Mark Step Done', () => {
 	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
 	let api: StripeLikeServer;
-	let credentials: Record<string, Record<string, unknown>>;
+	let credentials: Record<string, ICredentialDataDecryptedObject>;
 
 	beforeAll(async () => {
 		fx = await freshPostgresLedger();

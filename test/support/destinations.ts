@@ -145,7 +145,8 @@ export async function slackServer(options: { token?: string; plan?: Plan } = {})
 		} catch {
 			return reply(res, 200, { ok: false, error: 'invalid_json' });
 		}
-		if (!body.channel) return reply(res, 200, { ok: false, error: 'channel_not_found' });
+		// Like Slack: a channel that does not exist (here: any name starting #missing) is refused.
+		if (!body.channel || body.channel.startsWith('#missing')) return reply(res, 200, { ok: false, error: 'channel_not_found' });
 		const behaviour = plan(n, { path: req.url });
 		if (behaviour.kind === 'status') {
 			return reply(res, behaviour.status, behaviour.body ?? { ok: false, error: 'ratelimited' }, behaviour.retryAfter ? { 'Retry-After': behaviour.retryAfter } : {});
