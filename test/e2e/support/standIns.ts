@@ -1,0 +1,314 @@
+/**
+ * Local stand-ins and ledger helpers for the e2e scenarios that run whole flows in a real n8n
+ * (promptCache, badInput, examples). The Slack, SMTP and Stripe-like servers live in
+ * test/support/destinations.ts; these are the other two things the flows call:
+ *
+ * - `openAiStandIn()`: an OpenAI-compatible `POST /v1/chat/completions` that counts the calls it
+ *   answered and numbers its answers ("answer #1 …"), so a test can tell which call an output
+ *   came from without hard-coding the text.
+ * - `invoiceApi()`: a billing API with cursor pagination, `GET /api/v1/invoices?after=<id>&limit=<n>`,
+ *   whose invoices the test can add to.
+ *
+ * And the ledger side: credential data for a table of the test's own, row counts with `pg`,
+ * checkpoint reads, and the workflow JSON of examples/ with the few fields a test must point at
+ * local servers.
+ */
+import { randomBytes } from 'crypto';
+import * as fs from 'fs';
+import http from 'http';
+import type { AddressInfo } from 'net';
+import * as path from 'path';
+import { Client } from 'pg';
+
+import { repoRoot, type WorkflowJson } from './n8n';
+
+/* ------------------------------------------------------------------------------------------ */
+/* HTTP plumbing                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+function readBody(req: http.IncomingMessage): Promise<string> {
+	return new Promise((resolve, reject) => {
+		const chunks: Buffer[] = [];
+		req.on('data', (c: Buffer) => chunks.push(c));
+		req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+		req.on('error', reject);
+	});
+}
+
+function reply(res: http.ServerResponse, status: number, body: unknown) {
+	res.writeHead(status, { 'Content-Type': 'application/json' });
+	res.end(JSON.stringify(body));
+}
+
+async function listen(server: http.Server): Promise<string> {
+	await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+	return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+function closer(server: http.Server) {
+	return () =>
+		new Promise<void>((resolve) => {
+			server.closeAllConnections?.();
+			server.close(() => resolve());
+		});
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* OpenAI-compatible chat completions                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+export interface ChatCall {
+	n: number;
+	authorization: string | undefined;
+	body: { model?: string; messages?: Array<{ role: string; content: string }>; [k: string]: unknown };
+}
+
+export interface OpenAiStandIn {
+	/** Base URL, e.g. http://127.0.0.1:1234 (POST <url>/v1/chat/completions). */
+	url: string;
+	/** Chat completions answered, in order. */
+	calls: ChatCall[];
+	close(): Promise<void>;
+}
+
+/**
+ * Answers `POST /v1/chat/completions` like OpenAI: `{ id, object, model, choices: [{ message }], usage }`.
+ * The content is `reply(call)` (by default `answer #<n> to: <last user message>`). `delayMs`
+ * holds each answer back, so that concurrent runs overlap. `apiKey` makes it check the bearer token.
+ */
+export async function openAiStandIn(options: { delayMs?: number; apiKey?: string; reply?: (call: ChatCall) => string } = {}): Promise<OpenAiStandIn> {
+	const calls: ChatCall[] = [];
+	const server = http.createServer(async (req, res) => {
+		const raw = await readBody(req);
+		if (req.method !== 'POST' || !/^\/v1\/chat\/completions\/?(\?.*)?$/.test(req.url ?? '')) {
+			return reply(res, 404, { error: { message: `Unknown request ${req.method} ${req.url}`, type: 'invalid_request_error' } });
+		}
+		if (options.apiKey && req.headers.authorization !== `Bearer ${options.apiKey}`) {
+			return reply(res, 401, { error: { message: 'Incorrect API key provided', type: 'invalid_request_error' } });
+		}
+		let body: ChatCall['body'];
+		try {
+			body = JSON.parse(raw);
+		} catch {
+			return reply(res, 400, { error: { message: 'We could not parse the JSON body of your request.', type: 'invalid_request_error' } });
+		}
+		const call: ChatCall = { n: calls.length + 1, authorization: req.headers.authorization, body };
+		calls.push(call);
+		if (options.delayMs) await new Promise((r) => setTimeout(r, options.delayMs));
+		const lastUser = [...(body.messages ?? [])].reverse().find((m) => m.role === 'user')?.content ?? '';
+		const content = options.reply ? options.reply(call) : `answer #${call.n} to: ${lastUser}`;
+		reply(res, 200, {
+			id: `chatcmpl-${call.n}`,
+			object: 'chat.completion',
+			created: Math.floor(Date.now() / 1000),
+			model: body.model ?? 'unknown',
+			choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+			usage: { prompt_tokens: 20, completion_tokens: 8, total_tokens: 28 },
+		});
+	});
+	const url = await listen(server);
+	return { url, calls, close: closer(server) };
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A billing API with cursor pagination                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+export interface Invoice {
+	id: number;
+	number: string;
+	customer_email: string;
+	customer_name: string;
+	amount_due: number;
+	currency: string;
+	due_date: string;
+	status: 'open' | 'paid';
+}
+
+export interface InvoiceApi {
+	/** Base URL; the flow calls <url>/api/v1/invoices. */
+	url: string;
+	invoices: Invoice[];
+	/** Every GET /api/v1/invoices, with its `after` cursor. */
+	requests: Array<{ after: string | null; limit: number; authorization: string | undefined }>;
+	add(...invoices: Invoice[]): void;
+	close(): Promise<void>;
+}
+
+/**
+ * `GET /api/v1/invoices?status=open&after=<id>&limit=<n>`: open invoices with an id above the
+ * cursor, lowest first, as `{ data: [...], has_more, next_cursor }` (next_cursor: the last id of
+ * the page, or the cursor itself on an empty page). With `apiKey`, refuses other bearer tokens.
+ */
+export async function invoiceApi(options: { apiKey?: string; invoices?: Invoice[] } = {}): Promise<InvoiceApi> {
+	const invoices: Invoice[] = [...(options.invoices ?? [])];
+	const requests: InvoiceApi['requests'] = [];
+	const server = http.createServer(async (req, res) => {
+		await readBody(req);
+		const u = new URL(req.url ?? '/', 'http://localhost');
+		if (req.method !== 'GET' || u.pathname !== '/api/v1/invoices') return reply(res, 404, { error: 'not found' });
+		if (options.apiKey && req.headers.authorization !== `Bearer ${options.apiKey}`) return reply(res, 401, { error: 'invalid api key' });
+		const afterText = u.searchParams.get('after');
+		const after = afterText === null || afterText === '' ? 0 : Number(afterText);
+		const limit = Math.max(1, Math.min(100, Number(u.searchParams.get('limit') ?? 100)));
+		requests.push({ after: afterText, limit, authorization: req.headers.authorization });
+		if (!Number.isFinite(after)) return reply(res, 400, { error: `after must be an invoice id, got ${afterText}` });
+		const status = u.searchParams.get('status');
+		const matching = invoices.filter((i) => i.id > after && (!status || i.status === status)).sort((a, b) => a.id - b.id);
+		const data = matching.slice(0, limit);
+		reply(res, 200, { data, has_more: matching.length > limit, next_cursor: data.length ? data[data.length - 1].id : after });
+	});
+	const url = await listen(server);
+	return { url, invoices, requests, add: (...more) => void invoices.push(...more), close: closer(server) };
+}
+
+export function invoice(id: number, overrides: Partial<Invoice> = {}): Invoice {
+	return {
+		id,
+		number: `INV-${id}`,
+		customer_email: `billing+${id}@customer.example.com`,
+		customer_name: `Customer ${id}`,
+		amount_due: 1000 + id,
+		currency: 'eur',
+		due_date: '2026-11-01',
+		status: 'open',
+		...overrides,
+	};
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The ledger, seen with pg                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+const databaseUrl = () => process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+
+export const uniqueLedgerTable = (prefix: string) => `${prefix}_${randomBytes(4).toString('hex')}`;
+
+/** Data for the `idempotencyPostgresApi` credential: the suite's PostgreSQL, a table of the test's own. */
+export function ledgerCredentialData(table: string): Record<string, unknown> {
+	const u = new URL(databaseUrl());
+	return {
+		host: u.hostname,
+		port: Number(u.port || 5432),
+		database: u.pathname.slice(1) || 'test',
+		user: decodeURIComponent(u.username || 'postgres'),
+		password: decodeURIComponent(u.password),
+		ssl: 'disable',
+		schema: 'public',
+		table,
+		poolSize: 5,
+	};
+}
+
+export const LEDGER_SUFFIXES = ['', '_counters', '_checkpoints', '_audit', '_migrations'];
+
+export interface LedgerRow {
+	namespace: string;
+	key: string;
+	step: string;
+	status: string;
+	[column: string]: unknown;
+}
+
+/** Reads the ledger tables of one test file directly. */
+export class LedgerTables {
+	private client: Client | undefined;
+
+	constructor(readonly table: string) {
+		if (!/^[a-z_][a-z0-9_]*$/.test(table)) throw new Error(`table ${table}: use [a-z0-9_]`);
+	}
+
+	private async db(): Promise<Client> {
+		if (!this.client) {
+			this.client = new Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 5000 });
+			await this.client.connect();
+		}
+		return this.client;
+	}
+
+	async query<T = any>(sql: string, params: unknown[] = []): Promise<T[]> {
+		return (await (await this.db()).query(sql, params)).rows as T[];
+	}
+
+	async exists(suffix = ''): Promise<boolean> {
+		const [row] = await this.query<{ t: string | null }>('SELECT to_regclass($1) AS t', [`public."${this.table}${suffix}"`]);
+		return row.t !== null;
+	}
+
+	/** Rows per ledger table (0 for a table that does not exist yet). */
+	async counts(): Promise<Record<string, number>> {
+		const out: Record<string, number> = {};
+		for (const suffix of LEDGER_SUFFIXES.filter((s) => s !== '_migrations')) {
+			const name = `${this.table}${suffix}`;
+			out[name] = (await this.exists(suffix)) ? Number((await this.query(`SELECT count(*)::int AS n FROM public."${name}"`))[0].n) : 0;
+		}
+		return out;
+	}
+
+	async rows(where = 'TRUE', params: unknown[] = []): Promise<LedgerRow[]> {
+		if (!(await this.exists())) return [];
+		return await this.query<LedgerRow>(`SELECT * FROM public."${this.table}" WHERE ${where} ORDER BY namespace, key, step`, params);
+	}
+
+	async checkpoint(name: string): Promise<string | null> {
+		if (!(await this.exists('_checkpoints'))) return null;
+		const rows = await this.query<{ value: string }>(`SELECT value FROM public."${this.table}_checkpoints" WHERE name = $1`, [name]);
+		return rows.length ? rows[0].value : null;
+	}
+
+	/** Drops every table of this ledger and closes the connection. */
+	async drop(): Promise<void> {
+		try {
+			for (const suffix of LEDGER_SUFFIXES) await this.query(`DROP TABLE IF EXISTS public."${this.table}${suffix}"`);
+		} finally {
+			await this.client?.end().catch(() => undefined);
+			this.client = undefined;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* examples/                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+export interface ExampleNode {
+	id: string;
+	name: string;
+	type: string;
+	typeVersion: number;
+	position: [number, number];
+	parameters: Record<string, any>;
+	credentials?: Record<string, { id: string | null; name: string }>;
+	webhookId?: string;
+	[key: string]: unknown;
+}
+
+export interface ExampleWorkflow extends WorkflowJson {
+	nodes: ExampleNode[];
+}
+
+export const examplePath = (file: string) => path.join(repoRoot, 'examples', file);
+
+/** examples/<file>, parsed, as a user would import it. */
+export function loadExample(file: string): ExampleWorkflow {
+	return JSON.parse(fs.readFileSync(examplePath(file), 'utf8')) as ExampleWorkflow;
+}
+
+export function nodeNamed(workflow: ExampleWorkflow, name: string): ExampleNode {
+	const node = workflow.nodes.find((n) => n.name === name);
+	if (!node) throw new Error(`${workflow.name}: no node named "${name}" (nodes: ${workflow.nodes.map((n) => n.name).join(', ')})`);
+	return node;
+}
+
+/** Every credential the workflow's nodes reference, as `type → name`. */
+export function credentialRefs(workflow: ExampleWorkflow): Map<string, string> {
+	const refs = new Map<string, string>();
+	for (const node of workflow.nodes) {
+		for (const [type, ref] of Object.entries(node.credentials ?? {})) {
+			const known = refs.get(type);
+			if (known && known !== ref.name) throw new Error(`${workflow.name}: two ${type} credentials (${known}, ${ref.name})`);
+			refs.set(type, ref.name);
+		}
+	}
+	return refs;
+}
