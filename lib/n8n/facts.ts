@@ -41,3 +41,9 @@ export function factsOf(outcome: Outcome, namespace: string, key: string, step: 
 		version: record?.version ?? null,
 	};
 }
+
+/**
+ * Ledger step of a Prompt Cache entry. Its facts name a prompt hash, not a unit of work, so
+ * nodes that look for the unit's key on an item skip them (see lineage.ts).
+ */
+export const PROMPT_CACHE_STEP = 'prompt-cache';

@@ -24,7 +24,7 @@ import type {
 
 import { LedgerInputError } from '../ledger/errors';
 import { assertKey, assertNamespace } from '../ledger/validate';
-import { FACTS_FIELD } from './facts';
+import { FACTS_FIELD, PROMPT_CACHE_STEP } from './facts';
 import { parameterSource, toKeyText, type ValueSource } from './keySource';
 import { namespaceReader, scopeProperties } from './scope';
 
@@ -42,6 +42,8 @@ export function factsKey(value: unknown): { namespace: string; key: string } | n
 	if (!value || typeof value !== 'object' || Array.isArray(value)) return null;
 	const facts = value as IDataObject;
 	if (typeof facts.namespace !== 'string' || typeof facts.key !== 'string' || facts.key === '' || facts.namespace === '') return null;
+	// A Prompt Cache replaces the field with facts about the prompt's hash: not this unit's key.
+	if (facts.step === PROMPT_CACHE_STEP) return null;
 	return { namespace: facts.namespace, key: facts.key };
 }
 

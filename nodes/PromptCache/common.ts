@@ -5,10 +5,10 @@ import { sha256 } from '../../lib/ledger/fingerprint';
 import type { PromptEnvelope } from '../../lib/ledger/promptHash';
 import type { LedgerRecord } from '../../lib/ledger/types';
 import { MAX_NAMESPACE_LENGTH } from '../../lib/ledger/validate';
-import { FACTS_FIELD, factsOf } from '../../lib/n8n/facts';
+import { FACTS_FIELD, factsOf, PROMPT_CACHE_STEP } from '../../lib/n8n/facts';
 
 /** Ledger step of a cache entry. The key is the prompt hash. */
-export const CACHE_STEP = 'prompt-cache';
+export const CACHE_STEP = PROMPT_CACHE_STEP;
 /** Ledger step of a stats event (one row per Lookup run and namespace). */
 export const STATS_STEP = 'prompt-cache-stats';
 /** Stats events are kept this long; Get Stats covers this window. */

@@ -17,6 +17,7 @@ import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { slackServer, type SlackServer } from '../support/destinations';
 import { runWorkflow, type EngineRunResult } from '../support/engine';
+import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
 
 /**
@@ -42,7 +43,7 @@ class DropPairedNode implements INodeType {
 	}
 }
 
-const nodeTypes = { ...ours, 'test.dropPaired': new DropPairedNode() };
+const nodeTypes = { ...ours, 'test.dropPaired': new DropPairedNode(), 'n8n-nodes-idempotency.promptCache': new PromptCache() };
 
 const node = (name: string, type: string, parameters: INodeParameters = {}, extra: Partial<INode> = {}): INode => ({
 	id: name,
@@ -110,6 +111,23 @@ describe('engine: Mark Step Done and lineage', () => {
 		// The unit is done: the same orders are duplicates now.
 		const again = await run([node('Orders', 'test.items', { items: ORDERS }), gate()], chain('Orders', 'Gate'));
 		expect(again.outputs('Gate')[1]).toHaveLength(3);
+	});
+
+	test('a Prompt Cache in between does not lend its prompt hash as the key: two orders with the same prompt stay two units', async () => {
+		const lookup = node('Classify', 'n8n-nodes-idempotency.promptCache', {
+			operation: 'lookup',
+			promptSource: 'text',
+			model: 'gpt-4o-mini',
+			prompt: '=Is this order risky?',
+			namespace: `lineage-cache-${wf}`,
+		});
+		const r = await run(
+			[node('Orders', 'test.items', { items: ORDERS }), gate(), lookup, mark()],
+			{ ...chain('Orders', 'Gate', 'Classify'), Classify: { main: [[{ node: 'Mark Done', type: 'main', index: 0 }], [{ node: 'Mark Done', type: 'main', index: 0 }]] } },
+		);
+		expect(r.error).toBeUndefined();
+		expect(r.items('Mark Done').map((i) => (i.json.idempotency as { key: string }).key)).toEqual(['o-1', 'o-2', 'o-3']);
+		for (const key of ['o-1', 'o-2', 'o-3']) expect(await rows(key)).toEqual([{ step: '', status: 'completed', externalId: null, result: null }]);
 	});
 
 	test('Guarded Send finds the key by lineage too, through a replacing node', async () => {
