@@ -40,7 +40,7 @@ export function textParam(ctx: IExecuteFunctions, name: string, label: string, r
 		if (typeof value === 'string') return value;
 		if (typeof value === 'number' || typeof value === 'boolean') return String(value);
 		throw new LedgerInputError(
-			`${label} must be text, but on this item it is ${Array.isArray(value) ? 'a list' : `a ${typeof value}`}`,
+			`${label} must be text, but on this item it is ${Array.isArray(value) ? 'a list' : value && typeof value === 'object' ? 'an object' : `a ${typeof value}`}`,
 			`Point ${label} at a text field, or build the text with an expression.`,
 		);
 	};

@@ -57,7 +57,7 @@ function externalIdText(value: unknown): string | null {
 	}
 	if (typeof value === 'number' || typeof value === 'bigint') return String(value);
 	throw new LedgerInputError(
-		`The external ID must be text or a number, but on this item it is ${Array.isArray(value) ? 'a list' : `a ${typeof value}`}`,
+		`The external ID must be text or a number, but on this item it is ${Array.isArray(value) ? 'a list' : value && typeof value === 'object' ? 'an object' : `a ${typeof value}`}`,
 		'Point External ID at a single id field, e.g. {{ $json.id }}.',
 	);
 }

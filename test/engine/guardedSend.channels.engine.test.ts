@@ -149,6 +149,15 @@ describe('engine: Guarded Send channels', () => {
 		expect(secured.actions).toHaveLength(1);
 	});
 
+	test('HTTP with a Custom Auth credential that is not JSON: a configuration error before anything is claimed or sent', async () => {
+		const params = httpSend(api.url, { authentication: 'genericCredentialType', genericAuthType: 'httpCustomAuth' });
+		const before = api.requests;
+		const r = await run(params, orders('ca-1'), { creds: { ...credentials, httpCustomAuth: { json: '{"headers": {"X-Api-Key": ' } } });
+		expect(r.error?.message).toMatch(/Custom Auth credential is not a JSON object/);
+		expect(api.requests).toBe(before);
+		expect(await row('ca-1')).toBeUndefined();
+	});
+
 	test('Slack: a permanent error (channel_not_found) goes to Needs Review with Slack\'s answer; the next run does not post again', async () => {
 		const first = await run(slackSend({ slackChannel: '#missing-channel' }), orders('nf-1'));
 		expect(facts(first, 2)[0]).toMatchObject({ outcome: 'needs_review', reason: 'rejected', status: 'needs_review', attempts: 1 });

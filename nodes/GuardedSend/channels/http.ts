@@ -6,7 +6,7 @@ import { httpChannel, type HttpMessage } from '../../../lib/n8n/channels/http';
 import type { HttpCall, HttpReply, HttpTransport } from '../../../lib/n8n/channels/types';
 import { parseFieldPath } from '../../../lib/n8n/keySource';
 import { onAmbiguousProperty, type ChannelAdapter, type ChannelModule } from './adapter';
-import { jsonParam, pairsParam, textParam } from '../params';
+import { jsonParam, pairsParam, parseJson, textParam } from '../params';
 
 const show = (extra: NonNullable<IDisplayOptions['show']> = {}) => ({ show: { channel: ['http'], ...extra } });
 
@@ -165,6 +165,18 @@ export const httpProperties: INodeProperties[] = [
 	},
 ];
 
+/** The JSON of a Custom Auth credential ({ headers, qs, body }); a configuration error if it is not an object. */
+function customAuth(data: ICredentialDataDecryptedObject): IDataObject {
+	const parsed = parseJson(String(data.json ?? '{}'));
+	if (!parsed.ok || !parsed.value || typeof parsed.value !== 'object' || Array.isArray(parsed.value)) {
+		throw new LedgerInputError(
+			`The Custom Auth credential is not a JSON object${parsed.ok ? '' : `: ${parsed.problem}`}`,
+			'Open the credential and fix its JSON, e.g. {"headers": {"X-Api-Key": "..."}}. Nothing was sent.',
+		);
+	}
+	return parsed.value as IDataObject;
+}
+
 function applyAuth(type: string, data: ICredentialDataDecryptedObject, options: IHttpRequestOptions): void {
 	const headers = (options.headers ??= {}) as IDataObject;
 	switch (type) {
@@ -181,15 +193,7 @@ function applyAuth(type: string, data: ICredentialDataDecryptedObject, options: 
 			options.qs = { ...(options.qs ?? {}), [String(data.name ?? '')]: String(data.value ?? '') };
 			return;
 		case 'httpCustomAuth': {
-			let custom: IDataObject | null = null;
-			try {
-				custom = JSON.parse(String(data.json ?? '{}'));
-			} catch {
-				custom = null;
-			}
-			if (!custom || typeof custom !== 'object') {
-				throw new LedgerInputError('The custom auth credential is not valid JSON', 'Open the credential and fix its JSON.');
-			}
+			const custom = customAuth(data);
 			if (custom.headers) Object.assign(headers, custom.headers);
 			if (custom.qs) options.qs = { ...(options.qs ?? {}), ...(custom.qs as IDataObject) };
 			if (custom.body && options.body && typeof options.body === 'object' && !(options.body instanceof URLSearchParams)) {
@@ -239,6 +243,8 @@ export const httpModule: ChannelModule = {
 			}
 			// OAuth goes through n8n's helper (token refresh); the others are applied here, as the HTTP Request node does.
 			if (!authType.startsWith('oAuth')) credential = (await ctx.getCredentials(authType)) as ICredentialDataDecryptedObject;
+			// Checked here, once, before anything is claimed: inside a send it would read as "may have been sent".
+			if (authType === 'httpCustomAuth' && credential) customAuth(credential);
 		} else if (authentication !== 'none') {
 			throw new LedgerInputError(`Unknown authentication "${authentication}"`);
 		}
