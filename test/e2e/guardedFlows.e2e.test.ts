@@ -1,0 +1,522 @@
+/**
+ * Guarded flows in a REAL n8n (2.40.7, the package installed the user's way), against real local
+ * destinations that count what they performed (test/support/destinations.ts), with a real HTTP
+ * front that misbehaves on purpose (support/faultyFront.ts), and the ledger read back with `pg`.
+ *
+ *   1. Webhook redelivery storm: 100 events x 5 deliveries, part of them in parallel.
+ *   2. Crash mid-send: SIGKILL while Guarded Send waits on the destination, restart, redeliver.
+ *   3. n8n's own "Retry On Fail" on Guarded Send against a flaky destination.
+ *   5. On call: the Idempotency Ledger node lists the stuck Slack item, releases it, the replay sends it.
+ *
+ * One n8n for the file; it is stopped in afterAll whatever happened.
+ */
+import { performance } from 'perf_hooks';
+
+import { slackServer, stripeLikeServer, type SlackServer, type StripeLikeServer } from '../support/destinations';
+import { faultyFront, type FaultyFront } from './support/faultyFront';
+import {
+	createCredentials,
+	dedupeGate,
+	guardedFlow,
+	httpSend,
+	ledgerTable,
+	LEDGER,
+	markDone,
+	node,
+	pool,
+	slackSend,
+	uniqueLedgerTable,
+	webhook,
+	type CredentialRef,
+} from './support/guardedWorkflows';
+import { nodeOutput, startN8n, type HttpResponse, type N8nInstance } from './support/n8n';
+
+const SLACK_TOKEN = 'xoxb-e2e-token';
+const figures: Record<string, string> = {};
+const fileStarted = performance.now();
+const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+let n8n: N8nInstance | undefined;
+let slack: SlackServer;
+let creds: { ledger: CredentialRef; slack: CredentialRef };
+const table = uniqueLedgerTable('e2e_guarded');
+const ledger = ledgerTable(table);
+
+const event = (eventId: string, amount = 1200) => ({ eventId, type: 'order.paid', amount });
+const slackTexts = (server: SlackServer, eventId: string) => server.messages.filter((m) => m.text === `Order paid: ${eventId}`);
+
+beforeAll(async () => {
+	slack = await slackServer({ token: SLACK_TOKEN });
+	const t = performance.now();
+	n8n = await startN8n({ withPackage: true });
+	figures['install + boot'] = secs(performance.now() - t);
+	await n8n.setupOwner();
+	await n8n.createApiKey();
+	creds = await createCredentials(n8n, table, SLACK_TOKEN);
+});
+
+afterAll(async () => {
+	if (n8n) console.log(`n8n log: ${n8n.logFile}`);
+	await n8n?.stop();
+	await slack?.close();
+	await ledger.drop();
+	figures['whole file'] = secs(performance.now() - fileStarted);
+	console.log(`guarded flows, figures:\n${Object.entries(figures).map(([k, v]) => `  ${k}: ${v}`).join('\n')}`);
+});
+
+describe('1. webhook redelivery storm', () => {
+	const EVENTS = 100;
+	const COPIES = 5;
+
+	test('100 events delivered 5 times each (half of them as parallel bursts, half interleaved): exactly 100 Slack messages, one per event', async () => {
+		const id = await n8n!.deploy(
+			guardedFlow(
+				'storm: webhook → gate → slack → done',
+				'storm',
+				dedupeGate(creds.ledger, 300),
+				slackSend(creds.ledger, creds.slack, slack.apiUrl, { leaseSeconds: 60, timeoutSeconds: 10 }),
+				markDone(creds.ledger),
+				'lastNode',
+			),
+		);
+		const ids = Array.from({ length: EVENTS }, (_, i) => `evt_storm_${String(i).padStart(3, '0')}`);
+		const bursts = ids.slice(0, EVENTS / 2);
+		const interleaved = ids.slice(EVENTS / 2);
+		const responses: HttpResponse[] = [];
+		const post = async (eventId: string) => {
+			const res = await n8n!.post('storm', event(eventId), { headers: { 'x-delivery-attempt': String(Math.random()) } });
+			responses.push(res);
+			return res;
+		};
+
+		const t = performance.now();
+		await Promise.all([
+			// Each event's 5 copies at the same instant; 8 events' bursts in flight at a time (up to 40 requests).
+			pool(bursts, 8, (eventId) => Promise.all(Array.from({ length: COPIES }, () => post(eventId)))),
+			// 5 rounds over the other 50 events, each round in a shuffled order, 4 requests in flight.
+			(async () => {
+				for (let round = 0; round < COPIES; round++) {
+					const order = [...interleaved].sort(() => Math.random() - 0.5);
+					await pool(order, 4, (eventId) => post(eventId));
+				}
+			})(),
+		]);
+		const stormMs = performance.now() - t;
+
+		expect(responses).toHaveLength(EVENTS * COPIES);
+		expect(responses.filter((r) => r.status !== 200).map((r) => `${r.status} ${r.text.slice(0, 200)}`)).toEqual([]);
+		// The answer is what left Mark Step Done, or [] when the gate held the delivery back.
+		const passed = responses.filter((r) => Array.isArray(r.body) && r.body.length > 0);
+		expect(passed).toHaveLength(EVENTS);
+		expect(responses.filter((r) => !Array.isArray(r.body) || r.body.length > 1)).toEqual([]);
+		expect(new Set(passed.map((r) => r.body[0].body.eventId)).size).toBe(EVENTS);
+		const executions = await n8n!.waitForExecutions(id, EVENTS * COPIES, { includeData: false, timeoutMs: 120_000 });
+		expect(executions.filter((e) => e.status !== 'success').map((e) => `${e.id}: ${e.status}`)).toEqual([]);
+
+		// At the destination: exactly one message per event, nothing else.
+		expect(slack.messages).toHaveLength(EVENTS);
+		const perEvent = new Map<string, number>();
+		for (const m of slack.messages) perEvent.set(m.text, (perEvent.get(m.text) ?? 0) + 1);
+		expect([...perEvent.entries()].filter(([, n]) => n !== 1)).toEqual([]);
+		expect([...perEvent.keys()].sort()).toEqual(ids.map((e) => `Order paid: ${e}`));
+		expect(slack.messages.every((m) => m.channel === '#orders' && m.token === SLACK_TOKEN)).toBe(true);
+
+		// In the ledger: every unit and every send completed, the send with Slack's ts as its external id.
+		const rows = await ledger.rows(`workflow:${id}`);
+		expect(rows).toHaveLength(EVENTS * 2);
+		expect(rows.filter((r) => r.status !== 'completed').map((r) => `${r.key}/${r.step}: ${r.status}`)).toEqual([]);
+		const tsOf = new Map(slack.messages.map((m) => [m.text, m.ts]));
+		for (const r of rows.filter((row) => row.step === 'slackNotify')) expect(r.external_id).toBe(tsOf.get(`Order paid: ${r.key}`));
+
+		const ms = responses.map((r) => r.ms).sort((a, b) => a - b);
+		figures['1. storm: 500 deliveries'] = `${secs(stormMs)}; webhook round trip median ${ms[ms.length >> 1].toFixed(0)} ms, max ${ms[ms.length - 1].toFixed(0)} ms`;
+		figures['1. storm: Slack messages / executions'] = `${slack.messages.length} / ${executions.length}`;
+	});
+});
+
+/* ------------------------------------------------------------------------------------------ */
+
+/** Ids of the workflow's executions so far. */
+const executionIds = async (workflowId: string) => new Set((await n8n!.executions(workflowId, { includeData: false })).map((e) => e.id));
+
+/** Waits for `count` executions that are not in `before` to end; returns them with their data, oldest first. */
+async function newExecutions(workflowId: string, before: Set<string>, count = 1, timeoutMs = 90_000) {
+	const deadline = Date.now() + timeoutMs;
+	for (;;) {
+		const ended = (await n8n!.executions(workflowId, { includeData: false })).filter(
+			(e) => !before.has(e.id) && !['new', 'running', 'waiting'].includes(e.status),
+		);
+		if (ended.length >= count) {
+			const sorted = ended.sort((a, b) => Number(a.id) - Number(b.id)).slice(0, count);
+			return Promise.all(sorted.map((e) => n8n!.execution(e.id)));
+		}
+		if (Date.now() > deadline) throw new Error(`workflow ${workflowId}: ${ended.length} new ended executions, not ${count}`);
+		await new Promise((r) => setTimeout(r, 200));
+	}
+}
+
+const facts = (items: any[]) => items.map((i) => i.idempotency);
+
+/*
+ * Scenarios 2 and 5 share one crash. What they rely on (nodes/GuardedSend/execute.ts and the
+ * claim SQL of lib/ledger/postgres/PostgresLedger.ts):
+ *   - Guarded Send marks its row phase 'sending' before the first byte goes out.
+ *   - A claim on an in_progress row whose lease is still LIVE is refused, whoever holds it: the
+ *     item goes to Needs Review with reason 'in_progress', and nothing is written or sent.
+ *   - A claim on an in_progress row whose lease has LAPSED takes it over and reports the phase the
+ *     dead run reached. With phase 'sending', Slack (no idempotency key) is recorded needs_review
+ *     with reason 'ambiguous' and not sent; the HTTP channel whose destination honours the key is
+ *     sent again with the same Idempotency-Key.
+ * So the leases are short here: the gate's 3 s (the gate lets a redelivery in again quickly,
+ * which lets the test reach Guarded Send while its own lease is live), Guarded Send's 33 s (the
+ * minimum is its 30 s timeout + 2 s; the timeout must outlast the seconds before the kill, or the
+ * send would end on its own as a timeout before the crash).
+ * After the restart the test polls the ledger until those leases have lapsed before redelivering.
+ */
+const CRASH = { gateLease: 3, sendLease: 33, timeout: 30 };
+const SENT_BEFORE_CRASH = 'evt_crash_slack_sent'; // Slack posted it, the answer never came back
+const LOST_IN_CRASH = 'evt_crash_slack_lost'; // reached Slack's front door, never posted
+const CHARGED_BEFORE_CRASH = 'evt_crash_http'; // the API charged, the answer never came back
+
+const crash = {
+	slackWorkflow: '',
+	httpWorkflow: '',
+	slackFront: undefined as FaultyFront | undefined,
+	httpFront: undefined as FaultyFront | undefined,
+	api: undefined as StripeLikeServer | undefined,
+	/** The Idempotency-Key the HTTP send carried before the crash. */
+	key: '',
+	done: false,
+};
+
+afterAll(async () => {
+	await crash.slackFront?.close();
+	await crash.httpFront?.close();
+	await crash.api?.close();
+});
+
+describe('2. crash mid-send (SIGKILL while Guarded Send waits on the destination), restart, redelivery', () => {
+	test('Slack: no duplicate, the item is on Needs Review; HTTP: re-sent with the same Idempotency-Key, charged once', async () => {
+		crash.slackFront = await faultyFront({
+			upstream: slack.url,
+			identify: (r) => String(r.body?.text ?? r.path),
+			// Only the first request of each crash event misbehaves; anything later passes.
+			rule: (r) =>
+				r.seen === 1 && r.body?.text === `Order paid: ${SENT_BEFORE_CRASH}`
+					? { kind: 'hangAfter' }
+					: r.seen === 1 && r.body?.text === `Order paid: ${LOST_IN_CRASH}`
+						? { kind: 'hangBefore' }
+						: { kind: 'forward' },
+		});
+		crash.api = await stripeLikeServer();
+		crash.httpFront = await faultyFront({
+			upstream: crash.api.url,
+			identify: (r) => String(r.headers['idempotency-key'] ?? r.path),
+			// Only the first request of the crash event hangs (after the charge); its re-send passes.
+			rule: (r) => (r.body?.event === CHARGED_BEFORE_CRASH && r.seen === 1 ? { kind: 'hangAfter' } : { kind: 'forward' }),
+		});
+		const send = { leaseSeconds: CRASH.sendLease, timeoutSeconds: CRASH.timeout, maxAttempts: 3 };
+		crash.slackWorkflow = await n8n!.deploy(
+			guardedFlow(
+				'crash: slack',
+				'crash-slack',
+				dedupeGate(creds.ledger, CRASH.gateLease),
+				slackSend(creds.ledger, creds.slack, `${crash.slackFront.url}/api`, send),
+				markDone(creds.ledger),
+				'onReceived',
+			),
+		);
+		crash.httpWorkflow = await n8n!.deploy(
+			guardedFlow(
+				'crash: http',
+				'crash-http',
+				dedupeGate(creds.ledger, CRASH.gateLease),
+				httpSend(creds.ledger, `${crash.httpFront.url}/v1/charges`, send),
+				markDone(creds.ledger),
+				'onReceived',
+			),
+		);
+		const slackNs = `workflow:${crash.slackWorkflow}`;
+		const httpNs = `workflow:${crash.httpWorkflow}`;
+		const slackBefore = slack.messages.length;
+
+		// The three sends start, and each request reaches its destination.
+		for (const [path, id] of [['crash-slack', SENT_BEFORE_CRASH], ['crash-slack', LOST_IN_CRASH], ['crash-http', CHARGED_BEFORE_CRASH]]) {
+			expect((await n8n!.post(path, event(id))).status).toBe(200);
+		}
+		await crash.slackFront.waitFor((r) => r.body?.text === `Order paid: ${SENT_BEFORE_CRASH}`);
+		await crash.slackFront.waitFor((r) => r.body?.text === `Order paid: ${LOST_IN_CRASH}`);
+		const charged = await crash.httpFront.waitFor((r) => r.body?.event === CHARGED_BEFORE_CRASH);
+		crash.key = charged.id;
+		expect(crash.key).toMatch(/^[0-9a-f]{64}$/);
+		expect(crash.api.actions.map((a) => a.key)).toEqual([crash.key]);
+		expect(slackTexts(slack, SENT_BEFORE_CRASH)).toHaveLength(1);
+		expect(slackTexts(slack, LOST_IN_CRASH)).toHaveLength(0);
+		const sending = await ledger.rows(httpNs, CHARGED_BEFORE_CRASH);
+		expect(sending.find((r) => r.step === 'charge')).toMatchObject({ status: 'in_progress', phase: 'sending', lease_live: true });
+
+		// Still sending, the gate's 3 s lease lapses and the HTTP event is redelivered: the gate lets
+		// it in again, but Guarded Send finds its step held under a LIVE lease (phase 'sending'):
+		// Needs Review, reason in_progress, nothing sent, nothing written.
+		let t = performance.now();
+		for (;;) {
+			const unit = (await ledger.rows(httpNs, CHARGED_BEFORE_CRASH)).find((r) => r.step === '');
+			if (unit && !unit.lease_live) break;
+			if (performance.now() - t > 15_000) throw new Error('the gate lease did not lapse');
+			await new Promise((r) => setTimeout(r, 100));
+		}
+		const beforeLive = await executionIds(crash.httpWorkflow);
+		await n8n!.post('crash-http', event(CHARGED_BEFORE_CRASH));
+		const [whileSending] = await newExecutions(crash.httpWorkflow, beforeLive);
+		expect(nodeOutput(whileSending, 'Dedupe Gate', 0)).toHaveLength(1);
+		expect(nodeOutput(whileSending, 'Charge', 0)).toHaveLength(0);
+		expect(facts(nodeOutput(whileSending, 'Charge', 2))).toEqual([expect.objectContaining({ outcome: 'needs_review', reason: 'in_progress' })]);
+		expect(crash.httpFront.log.filter((r) => r.id === crash.key)).toHaveLength(1);
+		expect((await ledger.rows(httpNs, CHARGED_BEFORE_CRASH)).find((r) => r.step === 'charge')).toMatchObject({ status: 'in_progress', phase: 'sending', lease_live: true });
+
+		// The crash.
+		t = performance.now();
+		await n8n!.kill('SIGKILL');
+		expect(n8n!.running).toBe(false);
+		await n8n!.restart();
+		await n8n!.waitForWebhook('crash-slack');
+		await n8n!.waitForWebhook('crash-http');
+		figures['2. SIGKILL → restarted, webhooks registered'] = secs(performance.now() - t);
+		const stepRows = [...(await ledger.rows(slackNs)), ...(await ledger.rows(httpNs))].filter((r) => r.step !== '');
+		expect(stepRows.map((r) => [r.key, r.status, r.phase])).toEqual(
+			expect.arrayContaining([
+				[SENT_BEFORE_CRASH, 'in_progress', 'sending'],
+				[LOST_IN_CRASH, 'in_progress', 'sending'],
+				[CHARGED_BEFORE_CRASH, 'in_progress', 'sending'],
+			]),
+		);
+		const waited =
+			(await ledger.waitForLeasesToLapse(slackNs, [SENT_BEFORE_CRASH, LOST_IN_CRASH])) +
+			(await ledger.waitForLeasesToLapse(httpNs, [CHARGED_BEFORE_CRASH]));
+		figures['2. waited after the restart for the 33 s leases to lapse'] = secs(waited);
+
+		// The provider redelivers all three.
+		const beforeSlack = await executionIds(crash.slackWorkflow);
+		const beforeHttp = await executionIds(crash.httpWorkflow);
+		await n8n!.post('crash-slack', event(SENT_BEFORE_CRASH));
+		await n8n!.post('crash-slack', event(LOST_IN_CRASH));
+		await n8n!.post('crash-http', event(CHARGED_BEFORE_CRASH));
+		const slackRuns = await newExecutions(crash.slackWorkflow, beforeSlack, 2);
+		const [httpRun] = await newExecutions(crash.httpWorkflow, beforeHttp, 1);
+
+		// Slack: nothing was posted again; both items are on Needs Review as ambiguous.
+		for (const run of slackRuns) {
+			expect(run.status).toBe('success');
+			expect(nodeOutput(run, 'Notify Slack', 0)).toHaveLength(0);
+			expect(facts(nodeOutput(run, 'Notify Slack', 2))).toEqual([expect.objectContaining({ outcome: 'needs_review', reason: 'ambiguous', step: 'slackNotify' })]);
+		}
+		expect(slackTexts(slack, SENT_BEFORE_CRASH)).toHaveLength(1);
+		expect(slackTexts(slack, LOST_IN_CRASH)).toHaveLength(0);
+		expect(slack.messages.length - slackBefore).toBe(1);
+		// Slack's front door saw each message once: the redelivery never tried again.
+		expect(crash.slackFront.log.map((r) => r.body?.text).sort()).toEqual([`Order paid: ${LOST_IN_CRASH}`, `Order paid: ${SENT_BEFORE_CRASH}`]);
+		for (const key of [SENT_BEFORE_CRASH, LOST_IN_CRASH]) {
+			const row = (await ledger.rows(slackNs, key)).find((r) => r.step === 'slackNotify');
+			expect(row).toMatchObject({ status: 'needs_review', previous_phase: 'sending' });
+			expect(row!.result).toMatchObject({ reason: 'ambiguous' });
+		}
+
+		// HTTP: asked again with the SAME key; the API replayed its stored answer; one charge.
+		expect(httpRun.status).toBe('success');
+		const [sent] = facts(nodeOutput(httpRun, 'Charge', 0));
+		expect(sent).toMatchObject({ outcome: 'sent', status: 'completed', resent: true, idempotencyKey: crash.key, externalId: crash.api.actions[0].id });
+		expect(crash.httpFront.log.map((r) => r.id)).toEqual([crash.key, crash.key]);
+		expect(crash.api.keysSeen.get(crash.key)).toBe(2);
+		expect(crash.api.actions).toHaveLength(1);
+		expect(crash.api.replays).toBe(1);
+		expect((await ledger.rows(httpNs, CHARGED_BEFORE_CRASH)).map((r) => [r.step, r.status, r.external_id])).toEqual([
+			['', 'completed', null],
+			['charge', 'completed', crash.api.actions[0].id],
+		]);
+
+		// A further redelivery is a plain duplicate: still one charge.
+		const beforeDup = await executionIds(crash.httpWorkflow);
+		await n8n!.post('crash-http', event(CHARGED_BEFORE_CRASH));
+		const [duplicate] = await newExecutions(crash.httpWorkflow, beforeDup);
+		expect(facts(nodeOutput(duplicate, 'Dedupe Gate', 1))).toEqual([expect.objectContaining({ outcome: 'duplicate', status: 'completed' })]);
+		expect(duplicate.data?.resultData.runData.Charge).toBeUndefined();
+		expect(crash.api.actions).toHaveLength(1);
+		expect(crash.httpFront.log).toHaveLength(2);
+		crash.done = true;
+	});
+});
+
+describe('5. on call: the Idempotency Ledger node lists the stuck Slack items, one is released, the replay sends it', () => {
+	test('List (needs review) → the operator checks Slack → Release the one never posted → replay: exactly one message each', async () => {
+		if (!crash.done) throw new Error('needs the crash of scenario 2');
+		const slackNs = `workflow:${crash.slackWorkflow}`;
+		const operatorWorkflow = (name: string, path: string, parameters: Record<string, unknown>) => {
+			const h = webhook(path, 'lastNode');
+			const l = node(
+				name,
+				LEDGER,
+				{ backend: 'postgres', resource: 'key', scope: 'shared', namespace: '={{ $json.body.namespace }}', ...parameters },
+				{ credentials: { idempotencyPostgresApi: creds.ledger } },
+			);
+			return { name: `on call: ${name}`, nodes: [h, l], connections: { [h.name]: { main: [[{ node: l.name, type: 'main', index: 0 }]] } }, settings: { executionOrder: 'v1' } };
+		};
+		await n8n!.deploy(
+			operatorWorkflow('List Needs Review', 'oncall-list', { operation: 'list', status: 'needs_review', notUpdatedFor: 0, notUpdatedForUnit: 'minutes', returnAll: true, maxRows: 100, cursor: '', output: 'rows' }),
+		);
+		await n8n!.deploy(
+			operatorWorkflow('Release Key', 'oncall-release', { operation: 'release', key: '={{ $json.body.key }}', releaseScope: 'key', releasedBy: '={{ $json.body.by }}' }),
+		);
+
+		const listed = await n8n!.post('oncall-list', { namespace: slackNs });
+		expect(listed.status).toBe(200);
+		const rows = listed.body as Array<Record<string, any>>;
+		expect(rows.map((r) => [r.key, r.step, r.status]).sort()).toEqual([
+			[LOST_IN_CRASH, 'slackNotify', 'needs_review'],
+			[SENT_BEFORE_CRASH, 'slackNotify', 'needs_review'],
+		]);
+		for (const r of rows) expect(r.result).toMatchObject({ reason: 'ambiguous' });
+
+		// The operator looks in Slack: one of them was posted, the other never was. Release that one.
+		const neverPosted = rows.filter((r) => slackTexts(slack, r.key).length === 0).map((r) => r.key);
+		expect(neverPosted).toEqual([LOST_IN_CRASH]);
+		const released = await n8n!.post('oncall-release', { namespace: slackNs, key: LOST_IN_CRASH, by: 'on-call: jane (INC-7)' });
+		expect(released.status).toBe(200);
+		expect(released.body).toEqual([expect.objectContaining({ namespace: slackNs, key: LOST_IN_CRASH, released: 2, releasedBy: 'on-call: jane (INC-7)' })]);
+		expect(await ledger.rows(slackNs, LOST_IN_CRASH)).toEqual([]);
+		expect((await ledger.audit(slackNs)).map((a) => [a.key, a.step, a.action, a.actor]).sort()).toEqual([
+			[LOST_IN_CRASH, '', 'release', 'on-call: jane (INC-7)'],
+			[LOST_IN_CRASH, 'slackNotify', 'release', 'on-call: jane (INC-7)'],
+		]);
+
+		// The replay (the provider's "resend" button, here the same webhook again) now sends it.
+		const before = await executionIds(crash.slackWorkflow);
+		await n8n!.post('crash-slack', event(LOST_IN_CRASH));
+		const [replay] = await newExecutions(crash.slackWorkflow, before);
+		expect(replay.status).toBe('success');
+		expect(facts(nodeOutput(replay, 'Notify Slack', 0))).toEqual([expect.objectContaining({ outcome: 'sent', status: 'completed', resent: false })]);
+		expect(slackTexts(slack, LOST_IN_CRASH)).toHaveLength(1);
+		expect(slackTexts(slack, SENT_BEFORE_CRASH)).toHaveLength(1);
+		expect((await ledger.rows(slackNs, LOST_IN_CRASH)).map((r) => [r.step, r.status])).toEqual([
+			['', 'completed'],
+			['slackNotify', 'completed'],
+		]);
+
+		// The item that was posted stays on Needs Review (a person decided to leave it), and a
+		// redelivery of it still posts nothing.
+		const again = await n8n!.post('oncall-list', { namespace: slackNs });
+		expect((again.body as Array<{ key: string }>).map((r) => r.key)).toEqual([SENT_BEFORE_CRASH]);
+		const beforeAgain = await executionIds(crash.slackWorkflow);
+		await n8n!.post('crash-slack', event(SENT_BEFORE_CRASH));
+		const [held] = await newExecutions(crash.slackWorkflow, beforeAgain);
+		expect(nodeOutput(held, 'Notify Slack', 0)).toHaveLength(0);
+		expect(slackTexts(slack, SENT_BEFORE_CRASH)).toHaveLength(1);
+	});
+});
+
+describe("3. n8n's own Retry On Fail on Guarded Send, against flaky destinations", () => {
+	const EVENTS = 24;
+	const retry = { retryOnFail: true, maxTries: 3, waitBetweenTries: 1000 };
+	const fronts: FaultyFront[] = [];
+	let api: StripeLikeServer | undefined;
+	let flakySlack: SlackServer | undefined;
+	afterAll(async () => {
+		for (const f of fronts) await f.close();
+		await api?.close();
+		await flakySlack?.close();
+	});
+	const indexOf = (text: string) => Number(/(\d+)$/.exec(text)?.[1] ?? -1);
+
+	test('503s, 429s with Retry-After, dropped connections before and after the destination acted: still exactly once per event', async () => {
+		api = await stripeLikeServer();
+		flakySlack = await slackServer({ token: SLACK_TOKEN });
+		// HTTP: by event number, the first (or first two) requests of a key fail in one of five ways.
+		const httpFront = await faultyFront({
+			upstream: api.url,
+			identify: (r) => String(r.headers['idempotency-key'] ?? r.path),
+			rule: (r) => {
+				switch (indexOf(String(r.body?.event)) % 6) {
+					case 1:
+						return r.seen === 1 ? { kind: 'status', status: 503 } : { kind: 'forward' };
+					case 2:
+						return r.seen === 1 ? { kind: 'dropBefore' } : { kind: 'forward' };
+					case 3:
+						return r.seen === 1 ? { kind: 'dropAfter' } : { kind: 'forward' };
+					case 4:
+						return r.seen <= 2 ? { kind: 'status', status: 429, retryAfter: '1' } : { kind: 'forward' };
+					case 5:
+						return r.seen <= 2 ? { kind: 'dropAfter' } : { kind: 'forward' };
+					default:
+						return { kind: 'forward' };
+				}
+			},
+		});
+		// Slack: only answers that say "nothing was posted, try later" (a dropped connection is
+		// ambiguous for Slack and goes to Needs Review by design; scenario 2 covers that).
+		const slackFront = await faultyFront({
+			upstream: flakySlack.url,
+			identify: (r) => String(r.body?.text ?? r.path),
+			rule: (r) => {
+				switch (indexOf(String(r.body?.text)) % 4) {
+					case 1:
+						return r.seen === 1 ? { kind: 'status', status: 503 } : { kind: 'forward' };
+					case 2:
+						return r.seen === 1 ? { kind: 'status', status: 429, retryAfter: '1' } : { kind: 'forward' };
+					case 3:
+						return r.seen <= 2 ? { kind: 'status', status: 200, body: { ok: false, error: 'ratelimited' } } : { kind: 'forward' };
+					default:
+						return { kind: 'forward' };
+				}
+			},
+		});
+		fronts.push(httpFront, slackFront);
+		const send = { leaseSeconds: 60, timeoutSeconds: 10, maxAttempts: 5, initialBackoffMs: 100, nodeSettings: retry };
+		const httpId = await n8n!.deploy(
+			guardedFlow('retry: http', 'retry-http', dedupeGate(creds.ledger, 120), httpSend(creds.ledger, `${httpFront.url}/v1/charges`, send), markDone(creds.ledger), 'lastNode'),
+		);
+		const slackId = await n8n!.deploy(
+			guardedFlow('retry: slack', 'retry-slack', dedupeGate(creds.ledger, 120), slackSend(creds.ledger, creds.slack, `${slackFront.url}/api`, send), markDone(creds.ledger), 'lastNode'),
+		);
+		// n8n kept the node settings as given.
+		for (const id of [httpId, slackId]) {
+			const stored = await n8n!.api<{ nodes: Array<Record<string, unknown>> }>('GET', `/workflows/${id}`);
+			expect(stored.nodes.find((n) => n.type === 'n8n-nodes-idempotency.guardedSend')).toMatchObject(retry);
+		}
+
+		const ids = (p: string) => Array.from({ length: EVENTS }, (_, i) => `evt_retry_${p}_${String(i).padStart(3, '0')}`);
+		const deliveries = [...ids('http').map((e) => ['retry-http', e]), ...ids('slack').map((e) => ['retry-slack', e])];
+		const t = performance.now();
+		// Every event delivered twice: a first wave, 6 at a time, then the provider's redelivery of all.
+		const first = await pool(deliveries, 6, ([path, e]) => n8n!.post(path, event(e)));
+		const second = await pool(deliveries, 6, ([path, e]) => n8n!.post(path, event(e)));
+		figures['3. retry: 96 deliveries through flaky fronts'] = secs(performance.now() - t);
+
+		expect(first.filter((r) => r.status !== 200 || !Array.isArray(r.body) || r.body.length !== 1).map((r) => r.text.slice(0, 300))).toEqual([]);
+		expect(second.filter((r) => r.status !== 200 || !Array.isArray(r.body) || r.body.length !== 0).map((r) => r.text.slice(0, 300))).toEqual([]);
+		const runs = [...(await n8n!.waitForExecutions(httpId, EVENTS * 2, { includeData: false })), ...(await n8n!.waitForExecutions(slackId, EVENTS * 2, { includeData: false }))];
+		expect(runs.filter((e) => e.status !== 'success').map((e) => `${e.id}: ${e.status}`)).toEqual([]);
+
+		// HTTP: one charge per event, whatever the network did; every retry carried the same key.
+		expect(api.actions.map((a) => (a.body as { event: string }).event).sort()).toEqual(ids('http'));
+		const httpNs = `workflow:${httpId}`;
+		const httpRows = (await ledger.rows(httpNs)).filter((r) => r.step === 'charge');
+		expect(httpRows).toHaveLength(EVENTS);
+		for (const row of httpRows) {
+			const key = (row.result?.response?.headers?.['idempotency-key'] as string) ?? '';
+			const attempts = httpFront.log.filter((r) => r.id === key);
+			expect({ key: row.key, status: row.status, attempts: row.result?.attempts }).toEqual({ key: row.key, status: 'completed', attempts: attempts.length });
+			expect(new Set(attempts.map((r) => r.body?.event))).toEqual(new Set([row.key]));
+		}
+		const dropsAfterActing = httpFront.log.filter((r) => r.action === 'dropAfter').length;
+		expect(api.replays).toBe(dropsAfterActing);
+
+		// Slack: one message per event.
+		expect(flakySlack.messages.map((m) => m.text).sort()).toEqual(ids('slack').map((e) => `Order paid: ${e}`));
+		const slackRows = (await ledger.rows(`workflow:${slackId}`)).filter((r) => r.step === 'slackNotify');
+		expect(slackRows).toHaveLength(EVENTS);
+		for (const row of slackRows) {
+			const attempts = slackFront.log.filter((r) => r.body?.text === `Order paid: ${row.key}`).length;
+			expect({ key: row.key, status: row.status, attempts: row.result?.attempts }).toEqual({ key: row.key, status: 'completed', attempts });
+		}
+		figures['3. retry: requests at the fronts (http / slack) for 24 + 24 events'] = `${httpFront.log.length} / ${slackFront.log.length}; charges ${api.actions.length}, replays ${api.replays}, Slack messages ${flakySlack.messages.length}`;
+	});
+});
