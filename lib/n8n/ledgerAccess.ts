@@ -41,13 +41,13 @@ export const ledgerCredentials: INodeCredentialDescription[] = [
 		name: POSTGRES_CREDENTIAL,
 		required: true,
 		testedBy: 'idempotencyPostgresApiTest',
-		displayOptions: { show: { backend: ['postgres'] } },
+		displayOptions: { hide: { backend: ['redis'] } },
 	},
 	{
 		name: REDIS_CREDENTIAL,
 		required: true,
 		testedBy: 'idempotencyRedisApiTest',
-		displayOptions: { show: { backend: ['redis'] } },
+		displayOptions: { hide: { backend: ['postgres'] } },
 	},
 ];
 

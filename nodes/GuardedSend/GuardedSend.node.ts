@@ -30,6 +30,8 @@ export class GuardedSend implements INodeType {
 		outputNames: ['Sent', 'Skipped', 'Needs Review'],
 		// The ledger's credential, then the ones users already have: Slack API, SMTP, and the HTTP
 		// Request node's generic types (one entry each: n8n only hands a node the types it lists).
+		// Each says when it is NOT needed (`hide`): n8n's editor removes from the panel every
+		// parameter that a credential's `show` rule names, which hid Backend and Channel.
 		/* eslint-disable @n8n/community-nodes/no-credential-reuse, @n8n/community-nodes/valid-credential-references, n8n-nodes-base/node-class-description-credentials-name-unsuffixed --
 		   Deliberate: users expect to pick the Slack, SMTP and HTTP credentials they already have
 		   (n8n-nodes-base's own types, resolved by name in self-hosted n8n) rather than re-enter
@@ -39,50 +41,50 @@ export class GuardedSend implements INodeType {
 				name: 'idempotencyPostgresApi',
 				required: true,
 				testedBy: 'idempotencyPostgresApiTest',
-				displayOptions: { show: { backend: ['postgres'] } },
+				displayOptions: { hide: { backend: ['redis'] } },
 			},
 			{
 				name: 'idempotencyRedisApi',
 				required: true,
 				testedBy: 'idempotencyRedisApiTest',
-				displayOptions: { show: { backend: ['redis'] } },
+				displayOptions: { hide: { backend: ['postgres'] } },
 			},
-			{ name: 'slackApi', required: true, displayOptions: { show: { channel: ['slack'] } } },
-			{ name: 'smtp', required: true, displayOptions: { show: { channel: ['email'] } } },
+			{ name: 'slackApi', required: true, displayOptions: { hide: { channel: ['http', 'email'] } } },
+			{ name: 'smtp', required: true, displayOptions: { hide: { channel: ['http', 'slack'] } } },
 			{
 				name: 'httpBasicAuth',
 				required: true,
-				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['httpBasicAuth'] } },
+				displayOptions: { hide: { channel: ['slack', 'email'], authentication: ['none'], genericAuthType: ['httpBearerAuth', 'httpCustomAuth', 'httpHeaderAuth', 'httpQueryAuth', 'oAuth1Api', 'oAuth2Api'] } },
 			},
 			{
 				name: 'httpBearerAuth',
 				required: true,
-				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['httpBearerAuth'] } },
+				displayOptions: { hide: { channel: ['slack', 'email'], authentication: ['none'], genericAuthType: ['httpBasicAuth', 'httpCustomAuth', 'httpHeaderAuth', 'httpQueryAuth', 'oAuth1Api', 'oAuth2Api'] } },
 			},
 			{
 				name: 'httpCustomAuth',
 				required: true,
-				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['httpCustomAuth'] } },
+				displayOptions: { hide: { channel: ['slack', 'email'], authentication: ['none'], genericAuthType: ['httpBasicAuth', 'httpBearerAuth', 'httpHeaderAuth', 'httpQueryAuth', 'oAuth1Api', 'oAuth2Api'] } },
 			},
 			{
 				name: 'httpHeaderAuth',
 				required: true,
-				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['httpHeaderAuth'] } },
+				displayOptions: { hide: { channel: ['slack', 'email'], authentication: ['none'], genericAuthType: ['httpBasicAuth', 'httpBearerAuth', 'httpCustomAuth', 'httpQueryAuth', 'oAuth1Api', 'oAuth2Api'] } },
 			},
 			{
 				name: 'httpQueryAuth',
 				required: true,
-				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['httpQueryAuth'] } },
+				displayOptions: { hide: { channel: ['slack', 'email'], authentication: ['none'], genericAuthType: ['httpBasicAuth', 'httpBearerAuth', 'httpCustomAuth', 'httpHeaderAuth', 'oAuth1Api', 'oAuth2Api'] } },
 			},
 			{
 				name: 'oAuth1Api',
 				required: true,
-				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['oAuth1Api'] } },
+				displayOptions: { hide: { channel: ['slack', 'email'], authentication: ['none'], genericAuthType: ['httpBasicAuth', 'httpBearerAuth', 'httpCustomAuth', 'httpHeaderAuth', 'httpQueryAuth', 'oAuth2Api'] } },
 			},
 			{
 				name: 'oAuth2Api',
 				required: true,
-				displayOptions: { show: { channel: ['http'], authentication: ['genericCredentialType'], genericAuthType: ['oAuth2Api'] } },
+				displayOptions: { hide: { channel: ['slack', 'email'], authentication: ['none'], genericAuthType: ['httpBasicAuth', 'httpBearerAuth', 'httpCustomAuth', 'httpHeaderAuth', 'httpQueryAuth', 'oAuth1Api'] } },
 			},
 		],
 		/* eslint-enable @n8n/community-nodes/no-credential-reuse, @n8n/community-nodes/valid-credential-references, n8n-nodes-base/node-class-description-credentials-name-unsuffixed */

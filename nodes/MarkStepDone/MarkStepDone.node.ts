@@ -29,13 +29,13 @@ export class MarkStepDone implements INodeType {
 				name: 'idempotencyPostgresApi',
 				required: true,
 				testedBy: 'idempotencyPostgresApiTest',
-				displayOptions: { show: { backend: ['postgres'] } },
+				displayOptions: { hide: { backend: ['redis'] } },
 			},
 			{
 				name: 'idempotencyRedisApi',
 				required: true,
 				testedBy: 'idempotencyRedisApiTest',
-				displayOptions: { show: { backend: ['redis'] } },
+				displayOptions: { hide: { backend: ['postgres'] } },
 			},
 		],
 		properties: [

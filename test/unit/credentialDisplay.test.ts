@@ -1,0 +1,55 @@
+import { NodeHelpers, type INodeParameters, type INodeType } from 'n8n-workflow';
+
+import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
+import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
+import { IdempotencyLedger } from '../../nodes/IdempotencyLedger/IdempotencyLedger.node';
+import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
+import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
+
+const nodes: Array<[string, INodeType]> = [
+	['Dedupe Gate', new DedupeGate()],
+	['Guarded Send', new GuardedSend()],
+	['Idempotency Ledger', new IdempotencyLedger()],
+	['Mark Step Done', new MarkStepDone()],
+	['Prompt Cache', new PromptCache()],
+];
+
+/** The credential types n8n offers (and lets the node read) for these parameter values. */
+function offered(node: INodeType, values: INodeParameters): string[] {
+	const parameters = NodeHelpers.getNodeParameters(node.description.properties, values, true, false, null, node.description) ?? {};
+	return (node.description.credentials ?? [])
+		.filter((credential) => NodeHelpers.displayParameter(parameters, credential, null))
+		.map((credential) => credential.name);
+}
+
+describe('credentials and the parameters they depend on', () => {
+	// n8n's editor takes every parameter that a credential's `displayOptions.show` names out of
+	// the node's panel (it offers the first such one in the credential dialog instead, and none
+	// of the rest anywhere), and with it every parameter named in the `show` rule of such a
+	// parameter. Seen in the real editor: Backend and Guarded Send's Channel could not be set.
+	// The credentials therefore say when they are NOT needed (`hide`), which the editor and the
+	// engine read the same way, and the panel keeps every parameter.
+	test.each(nodes)('%s: no credential uses displayOptions.show', (_name, node) => {
+		for (const credential of node.description.credentials ?? []) expect(credential.displayOptions?.show).toBeUndefined();
+	});
+
+	test.each(nodes)('%s: exactly one ledger credential per backend', (_name, node) => {
+		expect(offered(node, { backend: 'postgres' }).filter((n) => n.startsWith('idempotency'))).toEqual(['idempotencyPostgresApi']);
+		expect(offered(node, { backend: 'redis' }).filter((n) => n.startsWith('idempotency'))).toEqual(['idempotencyRedisApi']);
+	});
+
+	const guardedSend = new GuardedSend();
+	const channelCredentials = (values: INodeParameters) => offered(guardedSend, values).filter((n) => !n.startsWith('idempotency'));
+
+	test('Guarded Send: Slack and email offer only their own credential', () => {
+		expect(channelCredentials({ channel: 'slack' })).toEqual(['slackApi']);
+		expect(channelCredentials({ channel: 'email' })).toEqual(['smtp']);
+	});
+
+	test('Guarded Send: HTTP offers none without authentication, and exactly the chosen generic type with it', () => {
+		expect(channelCredentials({ channel: 'http', authentication: 'none' })).toEqual([]);
+		for (const type of ['httpBasicAuth', 'httpBearerAuth', 'httpCustomAuth', 'httpHeaderAuth', 'httpQueryAuth', 'oAuth1Api', 'oAuth2Api']) {
+			expect(channelCredentials({ channel: 'http', authentication: 'genericCredentialType', genericAuthType: type })).toEqual([type]);
+		}
+	});
+});
