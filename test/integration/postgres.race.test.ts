@@ -1,10 +1,7 @@
-import { execFile } from 'child_process';
 import path from 'path';
-import { promisify } from 'util';
 
 import { freshPostgresLedger } from '../support/db';
-
-const run = promisify(execFile);
+import { racer, race } from '../support/racer';
 const CHILD = path.join(__dirname, 'fixtures', 'pg-claim-child.js');
 const PROCESSES = 6;
 const KEYS = 1000;
@@ -25,13 +22,12 @@ describe('PostgreSQL claims under a multi-process race', () => {
 		test(`${PROCESSES} processes x ${KEYS} keys x ${ROUNDS} rounds, mode ${mode}: each key won exactly once`, async () => {
 			for (let round = 0; round < ROUNDS; round++) {
 				const namespace = `race-${mode}-${round}-${Date.now()}`;
-				const startAt = Date.now() + 1500;
-				const children = Array.from({ length: PROCESSES }, (_, p) =>
-					run(process.execPath, [CHILD, fx.table, namespace, String(KEYS), String(startAt), mode, String(round * 100 + p)], {
-						env: process.env,
-					}),
+				// Every process is loaded and connected before the shared start instant is sent.
+				const results = await race(
+					Array.from({ length: PROCESSES }, (_, p) =>
+						racer<{ pid: number; won: string[] }>(CHILD, [fx.table, namespace, String(KEYS), mode, String(round * 100 + p)]),
+					),
 				);
-				const results = (await Promise.all(children)).map((r) => JSON.parse(r.stdout) as { pid: number; won: string[] });
 				const wins = new Map<string, number>();
 				for (const r of results) for (const key of r.won) wins.set(key, (wins.get(key) ?? 0) + 1);
 				const total = results.reduce((n, r) => n + r.won.length, 0);
