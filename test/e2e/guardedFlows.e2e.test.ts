@@ -519,4 +519,112 @@ describe("3. n8n's own Retry On Fail on Guarded Send, against flaky destinations
 		}
 		figures['3. retry: requests at the fronts (http / slack) for 24 + 24 events'] = `${httpFront.log.length} / ${slackFront.log.length}; charges ${api.actions.length}, replays ${api.replays}, Slack messages ${flakySlack.messages.length}`;
 	});
+
+	/** What Guarded Send decided when n8n re-ran it after the failed record (test 3b). */
+	const hiccup: { http?: Record<string, any>; slack?: Record<string, any> } = {};
+
+	/*
+	 * The test above shows the destination's failures never reach n8n's retry: Guarded Send retries
+	 * them itself (one node run, `attempts` in the ledger = requests at the front) and does not
+	 * throw. n8n re-runs the node only when it throws, and it throws on a destination only when
+	 * the ledger fails. So here the ledger refuses, once, to record a send that has just happened
+	 * (a real PostgreSQL error, raised by a trigger the test puts on its own ledger table): the
+	 * node throws, n8n waits and re-runs Guarded Send in the SAME execution (same lease holder).
+	 */
+	test('n8n re-runs Guarded Send after it failed to record a send that happened: nothing is sent twice; the redelivery finishes the job', async () => {
+		const hiccupApi = await stripeLikeServer();
+		const hiccupSlack = await slackServer({ token: SLACK_TOKEN });
+		const fn = `${table}_fault`;
+		const short = { leaseSeconds: 5, timeoutSeconds: 2, maxAttempts: 3, initialBackoffMs: 100, nodeSettings: retry };
+		try {
+			const httpId = await n8n!.deploy(
+				guardedFlow('hiccup: http', 'hiccup-http', dedupeGate(creds.ledger, 5), httpSend(creds.ledger, `${hiccupApi.url}/v1/charges`, short), markDone(creds.ledger), 'lastNode'),
+			);
+			const slackId = await n8n!.deploy(
+				guardedFlow('hiccup: slack', 'hiccup-slack', dedupeGate(creds.ledger, 5), slackSend(creds.ledger, creds.slack, hiccupSlack.apiUrl, short), markDone(creds.ledger), 'lastNode'),
+			);
+			// A first event through each: the ledger tables exist, and the flows work.
+			expect((await n8n!.post('hiccup-http', event('evt_hiccup_warmup'))).body).toHaveLength(1);
+			expect((await n8n!.post('hiccup-slack', event('evt_hiccup_warmup'))).body).toHaveLength(1);
+			await ledger.query(`
+				CREATE SEQUENCE "${fn}_http"; CREATE SEQUENCE "${fn}_slack";
+				CREATE FUNCTION "${fn}"() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN
+					-- nextval is not rolled back with the failed statement: each key fails exactly once.
+					IF NEW.status = 'completed' AND (
+						(NEW.key = 'evt_hiccup_http' AND NEW.step = 'charge' AND nextval('"${fn}_http"') = 1) OR
+						(NEW.key = 'evt_hiccup_slack' AND NEW.step = 'slackNotify' AND nextval('"${fn}_slack"') = 1)) THEN
+						RAISE EXCEPTION 'injected fault: the ledger refused this write once';
+					END IF;
+					RETURN NEW;
+				END $$;
+				CREATE TRIGGER "${fn}" BEFORE INSERT OR UPDATE ON "public"."${table}" FOR EACH ROW EXECUTE FUNCTION "${fn}"();`);
+
+			const outcome: Record<string, string> = {};
+			for (const [path, id, wf, sendNode] of [
+				['hiccup-http', 'evt_hiccup_http', httpId, 'Charge'],
+				['hiccup-slack', 'evt_hiccup_slack', slackId, 'Notify Slack'],
+			]) {
+				const before = await executionIds(wf);
+				await n8n!.post(path, event(id));
+				const [run] = await newExecutions(wf, before);
+				// The first try threw (the record failed); had n8n not re-run the node, the execution
+				// would have failed on Guarded Send. It succeeded, so the re-run produced the output.
+				expect(run.status).toBe('success');
+				const out = [0, 1, 2].map((o) => facts(nodeOutput(run, sendNode, o)));
+				expect(out.flat()).toHaveLength(1);
+				const [f] = out.flat();
+				hiccup[id === 'evt_hiccup_http' ? 'http' : 'slack'] = { ...f, executionId: run.id };
+				outcome[id] = `${f.outcome}${f.reason ? ` (${f.reason}${f.leaseHolder ? `, lease held by ${f.leaseHolder === `execution:${run.id}` ? 'this same execution' : f.leaseHolder}` : ''})` : ''}`;
+				if (f.outcome === 'sent') expect(f.resent).toBe(true);
+			}
+			// Whatever the re-run decided, each destination acted once.
+			expect(hiccupApi.actions.map((a) => (a.body as { event: string }).event)).toEqual(['evt_hiccup_warmup', 'evt_hiccup_http']);
+			expect(hiccupSlack.messages.map((m) => m.text)).toEqual(['Order paid: evt_hiccup_warmup', 'Order paid: evt_hiccup_slack']);
+			const [warmKey, key] = [...hiccupApi.keysSeen.keys()];
+			expect(key).not.toBe(warmKey);
+
+			// The provider redelivers once the 5 s leases have lapsed: HTTP is asked again with the
+			// same key (the API replays its answer), Slack goes to Needs Review. Still once each.
+			await ledger.waitForLeasesToLapse(`workflow:${httpId}`, ['evt_hiccup_http'], 30_000);
+			await ledger.waitForLeasesToLapse(`workflow:${slackId}`, ['evt_hiccup_slack'], 30_000);
+			await n8n!.post('hiccup-http', event('evt_hiccup_http'));
+			await n8n!.post('hiccup-slack', event('evt_hiccup_slack'));
+			expect(hiccupApi.actions).toHaveLength(2);
+			expect([...hiccupApi.keysSeen.keys()]).toEqual([warmKey, key]);
+			expect(hiccupSlack.messages).toHaveLength(2);
+			expect((await ledger.rows(`workflow:${httpId}`, 'evt_hiccup_http')).map((r) => [r.step, r.status, r.external_id])).toEqual([
+				['', 'completed', null],
+				['charge', 'completed', hiccupApi.actions[1].id],
+			]);
+			const slackRow = (await ledger.rows(`workflow:${slackId}`, 'evt_hiccup_slack')).find((r) => r.step === 'slackNotify');
+			expect(slackRow?.status).toBe('needs_review');
+			figures['3b. after a failed record, n8n re-ran Guarded Send; it decided'] = Object.entries(outcome).map(([k, v]) => `${k}: ${v}`).join('; ');
+			figures['3b. HTTP requests for the key / charges / replays'] = `${hiccupApi.keysSeen.get(key)} / ${hiccupApi.actions.length - 1} / ${hiccupApi.replays}`;
+		} finally {
+			await ledger.query(`DROP TRIGGER IF EXISTS "${fn}" ON "public"."${table}"; DROP FUNCTION IF EXISTS "${fn}"(); DROP SEQUENCE IF EXISTS "${fn}_http"; DROP SEQUENCE IF EXISTS "${fn}_slack";`).catch(() => undefined);
+			await hiccupApi.close();
+			await hiccupSlack.close();
+		}
+	});
+
+	/*
+	 * KNOWN PRODUCT BUG, kept as a test that is expected to fail (jest `test.failing`): it turns red
+	 * the day Guarded Send handles it, and then `.failing` should go.
+	 *
+	 * n8n's Retry On Fail re-runs the node inside the same execution, so the re-run claims with the
+	 * same lease holder (`execution:<id>`). The claim refuses a live lease whoever holds it, so the
+	 * re-run finds its own earlier try's claim (phase 'sending') and routes the item to Needs Review
+	 * with reason 'in_progress' ("Another run holds this step right now; nothing was sent"). That is
+	 * safe (nothing is sent twice) but not what PRODUCT.md promises for "a previous attempt claimed
+	 * the step, may have sent, and died before recording": a destination that honours the key
+	 * should be re-sent with the same key, anything else recorded as needs_review (ambiguous). As
+	 * it is, the row stays in_progress under a lease (not on Needs Review for an operator), the
+	 * message blames another run, and the item waits for the lease to lapse and a redelivery.
+	 */
+	test.failing("KNOWN BUG: n8n's re-run of Guarded Send after a failed record is refused by its own claim (reason in_progress) instead of re-sending with the same key / recording needs_review", () => {
+		if (!hiccup.http || !hiccup.slack) return; // test 3b did not run: nothing to judge (and this then reports red)
+		expect(hiccup.http).toMatchObject({ outcome: 'sent', resent: true });
+		expect(hiccup.slack).toMatchObject({ outcome: 'needs_review', reason: 'ambiguous' });
+	});
 });

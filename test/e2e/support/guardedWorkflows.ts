@@ -247,6 +247,10 @@ export function ledgerTable(table: string) {
 			const { rows } = await pool.query(`SELECT key, step, action, actor, detail FROM ${q(`${table}_audit`)} WHERE namespace = $1 ORDER BY id`, [namespace]);
 			return rows;
 		},
+		/** For fault injection on the test's own table (e.g. a trigger); nothing else. */
+		async query(sql: string) {
+			await pool.query(sql);
+		},
 		async drop() {
 			for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) {
 				await pool.query(`DROP TABLE IF EXISTS ${q(table + suffix)}`).catch(() => undefined);
