@@ -20,7 +20,9 @@ import type { AddressInfo } from 'net';
 import * as path from 'path';
 import { Client } from 'pg';
 
-import { repoRoot, type WorkflowJson } from './n8n';
+import { spawn } from 'child_process';
+
+import { freePort, repoRoot, type N8nInstance, type WorkflowJson } from './n8n';
 
 /* ------------------------------------------------------------------------------------------ */
 /* HTTP plumbing                                                                               */
@@ -177,6 +179,46 @@ export function invoice(id: number, overrides: Partial<Invoice> = {}): Invoice {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* A slow network in front of a destination                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+export interface DelayingProxy {
+	url: string;
+	/** Milliseconds each request is held before it is forwarded (0: none). */
+	delayMs: number;
+	close(): Promise<void>;
+}
+
+/**
+ * Forwards every request to `target` (same path, method, headers and body) after `delayMs`, so
+ * that a run stays inside its send long enough for a concurrent run to meet it there.
+ */
+export async function delayingProxy(target: string, delayMs = 0): Promise<DelayingProxy> {
+	const state = { delayMs };
+	const server = http.createServer(async (req, res) => {
+		const raw = await readBody(req);
+		if (state.delayMs) await new Promise((r) => setTimeout(r, state.delayMs));
+		const forward = http.request(new URL(req.url ?? '/', target), { method: req.method, headers: { ...req.headers, host: new URL(target).host } }, (answer) => {
+			res.writeHead(answer.statusCode ?? 502, answer.headers);
+			answer.pipe(res);
+		});
+		forward.on('error', (e) => reply(res, 502, { error: e.message }));
+		forward.end(raw);
+	});
+	const url = await listen(server);
+	return {
+		url,
+		get delayMs() {
+			return state.delayMs;
+		},
+		set delayMs(ms: number) {
+			state.delayMs = ms;
+		},
+		close: closer(server),
+	};
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* The ledger, seen with pg                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -311,4 +353,32 @@ export function credentialRefs(workflow: ExampleWorkflow): Map<string, string> {
 		}
 	}
 	return refs;
+}
+
+/**
+ * Runs another n8n CLI command (e.g. `import:workflow --input=<file>`) against an instance's
+ * database and user folder, with ports of its own so it can run beside the server.
+ */
+export async function n8nCommand(n8n: N8nInstance, args: string[], timeoutMs = 180_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+	const env = n8n.env({ port: await freePort(), brokerPort: await freePort() });
+	return await new Promise((resolve) => {
+		const child = spawn(n8n.runtime.nodeBin, [n8n.runtime.n8nBin, ...args], { cwd: n8n.userFolder, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+		const out: Buffer[] = [];
+		const err: Buffer[] = [];
+		child.stdout!.on('data', (c: Buffer) => out.push(c));
+		child.stderr!.on('data', (c: Buffer) => err.push(c));
+		const kill = () => {
+			try {
+				process.kill(-child.pid!, 'SIGKILL');
+			} catch {
+				/* gone */
+			}
+		};
+		const timer = setTimeout(kill, timeoutMs);
+		child.once('close', (code) => {
+			clearTimeout(timer);
+			kill(); // a task runner left behind
+			resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+		});
+	});
 }
