@@ -1,11 +1,10 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
-import { NodeOperationError } from 'n8n-workflow';
 
 import { fingerprint, sha256, normalize } from '../../lib/ledger/fingerprint';
 import type { ClaimMode, ClaimOutcome, ClaimRequest } from '../../lib/ledger/types';
 import { LedgerInputError } from '../../lib/ledger/errors';
 import { assertKey, assertStep } from '../../lib/ledger/validate';
-import { toNodeError } from '../../lib/n8n/errors';
+import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { FACTS_FIELD, factsOf, type Outcome } from '../../lib/n8n/facts';
 import {
 	fieldSource,
@@ -136,12 +135,6 @@ const withFacts = (item: INodeExecutionData, index: number, facts: IDataObject):
 	pairedItem: { item: index },
 });
 
-const errorItem = (item: INodeExecutionData, index: number, error: NodeOperationError): INodeExecutionData => ({
-	json: { ...item.json, error: error.message, ...(error.description ? { errorDescription: error.description } : {}) },
-	error,
-	pairedItem: { item: index },
-});
-
 export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	const items = this.getInputData();
 	const node = this.getNode();
@@ -159,7 +152,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	const failItem = (index: number, error: unknown) => {
 		const nodeError = toNodeError(node, error, index);
 		if (!continueOnFail) throw nodeError;
-		outputs[DUPLICATE].push(errorItem(items[index], index, nodeError));
+		outputs[DUPLICATE].push(failedItem(node, items[index], index, nodeError));
 	};
 
 	const requests: ClaimRequest[] = [];

@@ -1,11 +1,10 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
-import { NodeOperationError } from 'n8n-workflow';
 
 import { LedgerInputError } from '../../lib/ledger/errors';
 import type { LedgerRecord, RecordRequest, Status } from '../../lib/ledger/types';
 import { UNIT_STEP } from '../../lib/ledger/types';
 import { assertStep } from '../../lib/ledger/validate';
-import { toNodeError } from '../../lib/n8n/errors';
+import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { FACTS_FIELD, factsOf, type Outcome } from '../../lib/n8n/facts';
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { parseJson } from '../GuardedSend/params';
@@ -93,7 +92,7 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 	const fail = (index: number, error: unknown) => {
 		const nodeError = toNodeError(node, error, index);
 		if (!continueOnFail) throw nodeError;
-		out[index] = errorItem(items[index], index, nodeError);
+		out[index] = failedItem(node, items[index], index, nodeError);
 	};
 
 	// One request (two with "Also Record the Unit of Work") per valid item; bad items write nothing.
@@ -150,8 +149,3 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 	return [out.filter((x): x is INodeExecutionData => x !== undefined)];
 }
 
-const errorItem = (item: INodeExecutionData, index: number, error: NodeOperationError): INodeExecutionData => ({
-	json: { ...item.json, error: error.message, ...(error.description ? { errorDescription: error.description } : {}) },
-	error,
-	pairedItem: { item: index },
-});

@@ -1,5 +1,5 @@
 import { randomUUID } from 'crypto';
-import type { IDataObject, IExecuteFunctions, INodeExecutionData, NodeOperationError } from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { sha256 } from '../../lib/ledger/fingerprint';
 import type { PromptEnvelope } from '../../lib/ledger/promptHash';
@@ -72,10 +72,5 @@ export const factsOfItem = (item: INodeExecutionData): IDataObject | null => {
 	return isObject(facts) ? (facts as IDataObject) : null;
 };
 
-export const errorItem = (item: INodeExecutionData, index: number, error: NodeOperationError): INodeExecutionData => ({
-	json: { ...item.json, error: error.message, ...(error.description ? { errorDescription: error.description } : {}) },
-	error,
-	pairedItem: { item: index },
-});
 
 export const seconds = (ms: number) => Math.max(0, Math.round(ms / 100) / 10);

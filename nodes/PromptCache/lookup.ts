@@ -4,7 +4,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-wor
 import { LedgerInputError } from '../../lib/ledger/errors';
 import { inputFromRequestBody, promptHash, type PromptEnvelope, type PromptInput } from '../../lib/ledger/promptHash';
 import type { ClaimOptions, ClaimOutcome, ClaimRequest, Ledger, LedgerRecord } from '../../lib/ledger/types';
-import { toNodeError } from '../../lib/n8n/errors';
+import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { FACTS_FIELD } from '../../lib/n8n/facts';
 import { parameterSource, readPath, simpleJsonPath, type ValueSource } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
@@ -14,7 +14,6 @@ import {
 	STATS_STEP,
 	STATS_TTL_MS,
 	cacheFacts,
-	errorItem,
 	holderOf,
 	isObject,
 	isStoredEntry,
@@ -339,7 +338,7 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 	const failItem = (index: number, error: unknown) => {
 		const nodeError = toNodeError(node, error, index);
 		if (!continueOnFail) throw nodeError;
-		outputs[HIT].push(errorItem(items[index], index, nodeError));
+		outputs[HIT].push(failedItem(node, items[index], index, nodeError));
 	};
 
 	const rows: Row[] = [];

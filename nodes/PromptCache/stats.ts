@@ -1,10 +1,10 @@
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import type { Ledger } from '../../lib/ledger/types';
-import { toNodeError } from '../../lib/n8n/errors';
+import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader } from '../../lib/n8n/scope';
-import { STATS_STEP, STATS_TTL_MS, errorItem, isObject, statsNamespace } from './common';
+import { STATS_STEP, STATS_TTL_MS, isObject, statsNamespace } from './common';
 
 export interface PromptCacheStats {
 	namespace: string;
@@ -84,7 +84,7 @@ export async function executeStats(this: IExecuteFunctions): Promise<INodeExecut
 		} catch (error) {
 			const nodeError = toNodeError(node, error, i);
 			if (!continueOnFail) throw nodeError;
-			out.push(errorItem(items[i], i, nodeError));
+			out.push(failedItem(node, items[i], i, nodeError));
 		}
 	}
 	return [out];

@@ -10,7 +10,7 @@ import type {
 
 import { LedgerInputError } from '../../lib/ledger/errors';
 import type { LedgerRecord, RecordRequest } from '../../lib/ledger/types';
-import { toNodeError } from '../../lib/n8n/errors';
+import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { FACTS_FIELD } from '../../lib/n8n/facts';
 import { formatPath, parameterSource, parseFieldPath, readPath, type PathSegment } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
@@ -18,7 +18,6 @@ import { namespaceReader, readDuration } from '../../lib/n8n/scope';
 import {
 	CACHE_STEP,
 	cacheFacts,
-	errorItem,
 	factsOfItem,
 	holderOf,
 	isObject,
@@ -198,7 +197,7 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 	const failItem = (index: number, error: unknown) => {
 		const nodeError = toNodeError(node, error, index);
 		if (!continueOnFail) throw nodeError;
-		results[index] = errorItem(items[index], index, nodeError);
+		results[index] = failedItem(node, items[index], index, nodeError);
 	};
 	const passOn = (index: number, facts: IDataObject): INodeExecutionData => ({
 		json: { ...items[index].json, [FACTS_FIELD]: facts },

@@ -178,14 +178,11 @@ describe('e2e: bad input through a webhook (real n8n)', () => {
 		]);
 	});
 
-	// PRODUCT FINDING (kept as test.failing until fixed): the gate builds error items as
-	// { json: { ...item.json, error, errorDescription }, error }, meaning to keep the event. n8n 2.40
-	// (n8n-core WorkflowExecute.normalizeNodeErrors, run after handleNodeErrorOutput) replaces the
-	// json of every item that carries `.error` with { error: message }, so the bad event's own data
-	// and the errorDescription hint are gone from the output. The same happens with "Continue"
-	// (regular output). When this starts passing, turn it into a plain test.
-	test.failing('the rejected event keeps its own data (type, note) on the error output', async () => {
+	// n8n (WorkflowExecute.normalizeNodeErrors) replaces the json of any item carrying `.error` with
+	// { error }, so the nodes build failed items without it: { error, details } for the error
+	// output, where n8n merges the input item's json back in (lib/n8n/errors.ts failedItem).
+	test('the rejected event keeps its own data (type, note) on the error output, with the error and how to fix it', async () => {
 		const rejected = nodeOutput(batchExecution, 'Dedupe Gate', 3);
-		expect(rejected[0]).toMatchObject({ type: 'charge.refunded', note: 'no id here' });
+		expect(rejected[0]).toMatchObject({ type: 'charge.refunded', note: 'no id here', error: expect.stringMatching(/body\.id/), details: expect.any(String) });
 	});
 });

@@ -196,6 +196,20 @@ describe('Dedupe Gate in the real engine', () => {
 			expect(dup[0].json.error).toMatch(/missing/);
 			expect(dup[0].pairedItem).toEqual({ item: 1 });
 			expect(await rowCount(namespace)).toBe(2);
+			// Nothing is lost: the event's own data stays, with how to fix it.
+			expect(dup[0].json).toMatchObject({ nope: true, details: expect.stringMatching(/./) });
+		});
+
+		test('with Continue (using error output), the bad item leaves on the error output with its own data', async () => {
+			const namespace = `engine-error-output-${Math.random()}`;
+			const result = await run([{ id: 'ok-1' }, { nope: true }], { scope: 'shared', namespace, mode: 'seen' }, { extra: { onError: 'continueErrorOutput' } });
+			const outputs = result.outputs('Gate');
+			expect(ids(outputs[0])).toEqual(['ok-1']);
+			expect(outputs[1]).toHaveLength(0);
+			const errorOutput = outputs[outputs.length - 1];
+			expect(errorOutput).toHaveLength(1);
+			expect(errorOutput[0].json).toMatchObject({ nope: true, error: expect.stringMatching(/missing/), details: expect.stringMatching(/./) });
+			expect(await rowCount(namespace)).toBe(1);
 		});
 	});
 

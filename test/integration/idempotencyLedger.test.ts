@@ -349,7 +349,7 @@ describe('Checkpoint → Get and Set', () => {
 			'The checkpoint is at "10" and will not move back to "3"',
 			'11',
 		]);
-		expect(out[2].error?.description).toMatch(/Force/);
+		expect(out[2].json.details).toMatch(/Force/);
 	});
 });
 
@@ -420,7 +420,7 @@ describe('bad input: a clear per-item error and no ledger write', () => {
 			'The key must be text or a number, but on this item it is an object',
 			1,
 		]);
-		expect(out[1].error?.description).toMatch(/Check the key parameter/);
+		expect(out[1].json.details).toMatch(/Check the key parameter/);
 		expect(await auditRows()).toBe(audits + 2);
 	});
 

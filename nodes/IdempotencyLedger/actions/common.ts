@@ -1,16 +1,10 @@
-import {
-	NodeOperationError,
-	type IDataObject,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeProperties,
-} from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { DURATION_UNITS, toMilliseconds, type DurationUnit } from '../../../lib/ledger/duration';
 import { LedgerInputError } from '../../../lib/ledger/errors';
 import type { Checkpoint, Ledger, LedgerRecord } from '../../../lib/ledger/types';
 import { assertKey } from '../../../lib/ledger/validate';
-import { toNodeError } from '../../../lib/n8n/errors';
+import { failedItem, toNodeError } from '../../../lib/n8n/errors';
 import { toKeyText } from '../../../lib/n8n/keySource';
 import { openLedger } from '../../../lib/n8n/ledgerAccess';
 import { namespaceReader, scopeProperties } from '../../../lib/n8n/scope';
@@ -298,15 +292,9 @@ export async function runPerItem<P>(
 		} catch (error) {
 			const nodeError = toNodeError(node, error, i);
 			if (!continueOnFail) throw nodeError;
-			out.push(errorItem(nodeError, i));
+			out.push(failedItem(node, items[i], i, nodeError));
 		}
 	}
 	return out;
 }
 
-/** n8n shows such an item as failed, keeps `error.description` (how to fix it), and with "continue (using error output)" routes it there. */
-const errorItem = (error: NodeOperationError, itemIndex: number): INodeExecutionData => ({
-	json: { error: error.message },
-	error,
-	pairedItem: { item: itemIndex },
-});
