@@ -63,6 +63,13 @@ export interface ClaimOptions {
 	leaseMs: number;
 	/** Retention: how long the row lives after this write. */
 	ttlMs: number;
+	/**
+	 * A live lease held by this same `holder` counts as lapsed: the holder's earlier attempt ended
+	 * without recording (n8n's Retry On Fail re-runs a node inside the same execution). The claim
+	 * then reports the phase that attempt reached, as for any lapsed lease. Off by default: a gate
+	 * in a loop must not let one key through twice in one execution.
+	 */
+	reclaimOwnLease?: boolean;
 }
 
 export type ClaimOutcome =

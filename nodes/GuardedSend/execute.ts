@@ -20,7 +20,7 @@ import { UNIT_STEP } from '../../lib/ledger/types';
 import { assertStep } from '../../lib/ledger/validate';
 import { forEachLimit } from '../../lib/n8n/channels/limit';
 import { deliver, type RetryPolicy, type Verdict } from '../../lib/n8n/channels/retry';
-import { toNodeError } from '../../lib/n8n/errors';
+import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { FACTS_FIELD, factsOf, type Outcome } from '../../lib/n8n/facts';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { unitKeyReader } from '../../lib/n8n/lineage';
@@ -144,8 +144,13 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	const items = this.getInputData();
 	const node = this.getNode();
 	const continueOnFail = this.continueOnFail();
-	const executionId = this.getExecutionId() ?? 'unknown';
+	const knownExecution = this.getExecutionId();
+	const executionId = knownExecution ?? 'unknown';
 	const holder = `execution:${executionId}`;
+	// n8n's Retry On Fail runs this node again inside the same execution. A step this execution
+	// still holds was then claimed by the failed try, which died before recording: take it over
+	// and let the phase it reached decide (same key again for HTTP, Needs Review for Slack/email).
+	const reclaimOwnLease = knownExecution !== undefined && knownExecution !== '';
 	const workflowId = this.getWorkflow().id ?? null;
 
 	let config: Config;
@@ -241,7 +246,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	async function runChunk(ledger: Ledger, chunk: Prepared[], mayWait: boolean): Promise<Prepared[]> {
 		const outcomes: ClaimOutcome[] = await ledger.claim(
 			chunk.map((p) => ({ ...p.row, fingerprint: p.fingerprint })),
-			{ mode: 'lease', holder, leaseMs: config.leaseMs, ttlMs: config.ttlMs },
+			{ mode: 'lease', holder, leaseMs: config.leaseMs, ttlMs: config.ttlMs, reclaimOwnLease },
 		);
 		const toSend: Array<{ p: Prepared; record: LedgerRecord; resend: boolean }> = [];
 		const records: Array<{ request: RecordRequest; p: Prepared; verdict?: Verdict; resend?: boolean; kind: 'sent' | 'review' | 'unit' }> = [];
@@ -450,11 +455,12 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			const r = routed[i];
 			if (!r) continue;
 			const item = items[i];
+			if (r.error) {
+				outputs[r.output].push(failedItem(node, item, i, r.error));
+				continue;
+			}
 			outputs[r.output].push({
-				json: r.error
-					? { ...item.json, error: r.error.message, ...(r.error.description ? { errorDescription: r.error.description } : {}) }
-					: { ...item.json, [FACTS_FIELD]: r.facts },
-				...(r.error ? { error: r.error } : {}),
+				json: { ...item.json, [FACTS_FIELD]: r.facts },
 				...(item.binary ? { binary: item.binary } : {}),
 				pairedItem: { item: i },
 			});

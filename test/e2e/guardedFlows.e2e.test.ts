@@ -609,21 +609,14 @@ describe("3. n8n's own Retry On Fail on Guarded Send, against flaky destinations
 	});
 
 	/*
-	 * KNOWN PRODUCT BUG, kept as a test that is expected to fail (jest `test.failing`): it turns red
-	 * the day Guarded Send handles it, and then `.failing` should go.
-	 *
 	 * n8n's Retry On Fail re-runs the node inside the same execution, so the re-run claims with the
-	 * same lease holder (`execution:<id>`). The claim refuses a live lease whoever holds it, so the
-	 * re-run finds its own earlier try's claim (phase 'sending') and routes the item to Needs Review
-	 * with reason 'in_progress' ("Another run holds this step right now; nothing was sent"). That is
-	 * safe (nothing is sent twice) but not what PRODUCT.md promises for "a previous attempt claimed
-	 * the step, may have sent, and died before recording": a destination that honours the key
-	 * should be re-sent with the same key, anything else recorded as needs_review (ambiguous). As
-	 * it is, the row stays in_progress under a lease (not on Needs Review for an operator), the
-	 * message blames another run, and the item waits for the lease to lapse and a redelivery.
+	 * same lease holder (`execution:<id>`). Guarded Send claims with reclaimOwnLease: its own
+	 * execution's live lease was left by the failed try, so it is taken over and the phase that try
+	 * reached decides, as for any attempt that died before recording: a destination that honours
+	 * the key is sent again with the same key, Slack goes to Needs Review as ambiguous.
 	 */
-	test.failing("KNOWN BUG: n8n's re-run of Guarded Send after a failed record is refused by its own claim (reason in_progress) instead of re-sending with the same key / recording needs_review", () => {
-		if (!hiccup.http || !hiccup.slack) return; // test 3b did not run: nothing to judge (and this then reports red)
+	test("n8n's re-run of Guarded Send after a failed record re-sends with the same key (HTTP) or records needs_review (Slack)", () => {
+		expect(hiccup.http).toBeDefined(); // set by test 3b
 		expect(hiccup.http).toMatchObject({ outcome: 'sent', resent: true });
 		expect(hiccup.slack).toMatchObject({ outcome: 'needs_review', reason: 'ambiguous' });
 	});

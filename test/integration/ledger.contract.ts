@@ -289,6 +289,24 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect(await mark([id('lap')], 'slow', 'sending')).toEqual([false]);
 		});
 
+		test('reclaimOwnLease: the same holder takes over its own live lease and learns the phase; nobody else does', async () => {
+			const mark = phases();
+			if (!mark) return;
+			await ledger.claim([req('own-sent'), req('own-early')], lease('exec-1'));
+			expect(await mark([id('own-sent')], 'exec-1', 'sending')).toEqual([true]);
+			// Without the option the holder's own live lease blocks it, like anyone else's.
+			expect((await ledger.claim([req('own-sent')], lease('exec-1')))[0].kind).toBe('in_progress');
+			// Another holder may not use the option to take it.
+			expect((await ledger.claim([req('own-sent')], { ...lease('exec-2'), reclaimOwnLease: true }))[0].kind).toBe('in_progress');
+			const [sent, early] = await ledger.claim([req('own-sent'), req('own-early')], { ...lease('exec-1'), reclaimOwnLease: true });
+			expect(sent).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress', previousPhase: 'sending' });
+			expect(early).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress', previousPhase: null });
+			expect(sent.kind === 'claimed' && sent.record.attempts).toBe(2);
+			// Settled rows stay settled: the option only concerns live leases.
+			await ledger.record([{ namespace: ns, key: 'own-sent', step: '', status: 'completed' }], { holder: 'exec-1', ttlMs: DAY });
+			expect((await ledger.claim([req('own-sent')], { ...lease('exec-1'), reclaimOwnLease: true }))[0].kind).toBe('duplicate');
+		});
+
 		test('a reclaim reports the phase the lapsed claim reached, and clears it', async () => {
 			const mark = phases();
 			if (!mark) return;

@@ -18,7 +18,7 @@ const nodes: Array<[string, INodeType]> = [
 function offered(node: INodeType, values: INodeParameters): string[] {
 	const parameters = NodeHelpers.getNodeParameters(node.description.properties, values, true, false, null, node.description) ?? {};
 	return (node.description.credentials ?? [])
-		.filter((credential) => NodeHelpers.displayParameter(parameters, credential, null))
+		.filter((credential) => NodeHelpers.displayParameter(parameters, credential, null, node.description))
 		.map((credential) => credential.name);
 }
 

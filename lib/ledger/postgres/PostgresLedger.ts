@@ -219,7 +219,7 @@ export class PostgresLedger implements Ledger {
 		const t = this.t;
 		// $1..$5 arrays (namespace, key, step, fingerprint, version), pre-sorted by row id so that
 		// concurrent batches lock rows in the same order; $6 status, $7 holder, $8 lease ms,
-		// $9 ttl ms, $10 mode.
+		// $9 ttl ms, $10 mode, $11 reclaim a live lease of the same holder.
 		//
 		// Rows that the statement's snapshot already shows as live and not claimable are not
 		// offered to the INSERT at all: no row lock, no write, the same cost as a plain index probe.
@@ -230,7 +230,8 @@ export class PostgresLedger implements Ledger {
 			OR ($10 = 'newer' AND ${isNewer(`${incoming}.version`, `${row}.version`)}
 				AND NOT (${row}.status = 'in_progress' AND ${row}.lease_expires_at > now()))
 			OR ((${row}.fingerprint IS NULL OR ${incoming}.fingerprint IS NULL OR ${row}.fingerprint = ${incoming}.fingerprint)
-				AND ((${row}.status = 'in_progress' AND ${row}.lease_expires_at <= now()) OR ${row}.status = 'failed_retryable')))`;
+				AND ((${row}.status = 'in_progress' AND (${row}.lease_expires_at <= now() OR ($11 AND ${row}.lease_holder = $7)))
+					OR ${row}.status = 'failed_retryable')))`;
 		return `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS i(ns, k, st, fingerprint, version, ord)
@@ -325,6 +326,7 @@ SELECT
 				options.leaseMs,
 				options.ttlMs,
 				options.mode,
+				options.reclaimOwnLease === true,
 			]);
 			const won = new Map<string, unknown[]>();
 			const seen = new Map<string, unknown[]>();

@@ -225,7 +225,7 @@ export class RedisLedger implements Ledger {
 		const calls = chunks.map(({ namespace, indexes }): Call => {
 			const k = namespaceKeys(this.prefix, namespace);
 			const members = indexes.map((i) => member(requests[i].key, requests[i].step));
-			const args: Array<string | number> = [options.mode, String(options.holder ?? ''), leaseMs, ttlMs, indexes.length];
+			const args: Array<string | number> = [options.mode, String(options.holder ?? ''), leaseMs, ttlMs, options.reclaimOwnLease ? '1' : '', indexes.length];
 			indexes.forEach((i, j) => {
 				const r = requests[i];
 				args.push(members[j], r.key, r.step, opt(r.fingerprint), opt(r.version));

@@ -122,23 +122,24 @@ end
 
 /**
  * KEYS: 8 fixed, n row keys, n step-set keys.
- * ARGV: mode, holder, leaseMs, ttlMs, n, then per request: member, key, step, fingerprint?, version?
+ * ARGV: mode, holder, leaseMs, ttlMs, reclaimOwn ('1' or ''), n, then per request: member, key,
+ * step, fingerprint?, version?
  * Returns, flat, per request: 1, row text, previous phase (claimed; the phase the replaced row had
  * reached) or 0, row text, nil (the live row that blocked it). A claim always clears the phase.
  */
 const CLAIM = `
-local mode, holder, leaseMs, ttlMs, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local mode, holder, leaseMs, ttlMs, reclaimOwn, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6])
 local status = 'completed'
 if mode == 'lease' then status = 'in_progress' end
 local out, blocked = {}, 0
 for i = 1, n do
 	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
-	local j = 5 + (i - 1) * 5
+	local j = 6 + (i - 1) * 5
 	local m, key, step, fp, ver = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], opt(ARGV[j + 4]), opt(ARGV[j + 5])
 	local old, oldraw = readrow(rk)
 	local take = old == nil
 	if old then
-		local leaselive = old.st == 'in_progress' and old.le ~= nil and old.le > now
+		local leaselive = old.st == 'in_progress' and old.le ~= nil and old.le > now and not (reclaimOwn and old.lh == holder)
 		local fpok = old.fp == nil or not fp or old.fp == fp
 		take = (mode == 'newer' and isnewer(ver, old.v or false) and not leaselive)
 			or (fpok and ((old.st == 'in_progress' and not leaselive) or old.st == 'failed_retryable'))
