@@ -37,6 +37,13 @@ export interface PostgresLedgerOptions {
 
 const DEFAULT_CHUNK = 5000;
 
+/** Like Promise.all, but waits for every promise before throwing the first error. */
+async function settleAll(work: Array<Promise<void>>): Promise<void> {
+	const results = await Promise.allSettled(work);
+	const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+	if (failed) throw failed.reason;
+}
+
 /** Columns of a record, with timestamps as epoch milliseconds (cheaper to parse than timestamptz). */
 const recordColumns = (a: string, p = '') =>
 	[
@@ -289,9 +296,12 @@ SELECT
 	async claim(requests: ClaimRequest[], options: ClaimOptions): Promise<ClaimOutcome[]> {
 		await this.ensureSchema();
 		const { unique, outcomes } = resolveBatch(requests);
-		for (let start = 0; start < unique.length; start += this.chunkSize) {
-			await this.claimChunk(unique.slice(start, start + this.chunkSize), requests, outcomes, options);
-		}
+		// Chunks hold disjoint keys, each locked in sorted order, so they run side by side on
+		// separate pool connections (as many as the pool allows) and the server inserts them on
+		// as many cores as it has. A batch of one chunk is one statement, one round trip.
+		const chunks: number[][] = [];
+		for (let start = 0; start < unique.length; start += this.chunkSize) chunks.push(unique.slice(start, start + this.chunkSize));
+		await settleAll(chunks.map((chunk) => this.claimChunk(chunk, requests, outcomes, options)));
 		this.purgeInBackground();
 		return outcomes as ClaimOutcome[];
 	}
