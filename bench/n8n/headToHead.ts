@@ -1,0 +1,250 @@
+/**
+ * npm run bench:n8n — Dedupe Gate against n8n's built-in Remove Duplicates v2, in ONE real n8n
+ * (2.40.7 on Node 24, its default expression engine), in one run, on this machine:
+ *
+ * 1. Throughput: Code node (10,000 items) → the node under test, run twice with
+ *    `n8n execute --rawOutput` (first sight, then all duplicates); each node's own
+ *    executionTime from the run data. Ratios against Remove Duplicates from the same run.
+ * 2. Correctness under concurrency: 8 webhook executions at once, each with 1,200 keys out of
+ *    4,000, overlapping (every key is in 3 executions, most in 3); then one more execution with
+ *    all 4,000 keys. A correct gate lets each key through exactly once in the 8, and none in the
+ *    replay.
+ * 3. Round trips: one-item webhook executions through Dedupe Gate, the ledger credential
+ *    pointed at a counting proxy in front of PostgreSQL.
+ *
+ * The package is installed the user's way (npm pack into <user folder>/.n8n/nodes) by the e2e
+ * harness, test/e2e/support/n8n.ts. BENCH_ITEMS changes the 10,000; BENCH_PARTS picks parts.
+ */
+import { randomUUID } from 'crypto';
+import { Client, Pool } from 'pg';
+
+import { PostgresLedger } from '../../lib/ledger';
+
+import { ensureRuntime, nodeExecutionTime, nodeOutput, startN8n, type N8nInstance, type WorkflowJson } from '../../test/e2e/support/n8n';
+import { countingPostgresProxy } from './pgRoundTrips';
+
+const ITEMS = Number(process.env.BENCH_ITEMS ?? 10_000);
+const CONCURRENT = 8;
+const PER_EXECUTION = 1_200;
+const STRIDE = 400;
+const UNIVERSE = STRIDE * (CONCURRENT - 1) + PER_EXECUTION; // 4,000 keys
+const ROUND_TRIP_RUNS = 20;
+/** BENCH_PARTS=throughput,concurrency,roundtrips (all by default). */
+const parts = new Set((process.env.BENCH_PARTS ?? 'throughput,concurrency,roundtrips').split(',').map((p) => p.trim()));
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const table = `bench_h2h_${Date.now().toString(36)}`;
+
+const node = (name: string, type: string, typeVersion: number, position: [number, number], parameters: object, extra: object = {}) => ({
+	id: randomUUID(),
+	name,
+	type,
+	typeVersion,
+	position,
+	parameters,
+	...extra,
+});
+
+const removeDuplicates = (extra: object = {}) =>
+	node(
+		'Under Test',
+		'n8n-nodes-base.removeDuplicates',
+		2,
+		[440, 0],
+		// The default history size (10,000) makes the second run of 10,000 items fail outright
+		// ("exceeds the maximum history size"); a user has to raise it, so we do.
+		{ operation: 'removeItemsSeenInPreviousExecutions', dedupeValue: '={{ $json.id }}', options: { historySize: 100_000 } },
+		extra,
+	);
+
+const dedupeGate = (namespace: string, key: object, credentialId: string, mode: 'seen' | 'lease' = 'seen') =>
+	node(
+		'Under Test',
+		'n8n-nodes-idempotency.dedupeGate',
+		1,
+		[440, 0],
+		{ mode, scope: 'shared', namespace, ...key },
+		{ credentials: { idempotencyPostgresApi: { id: credentialId, name: 'Ledger' } } },
+	);
+
+function manualWorkflow(name: string, underTest: object): WorkflowJson {
+	return {
+		name,
+		nodes: [
+			node('Start', 'n8n-nodes-base.manualTrigger', 1, [0, 0], {}),
+			node('Items', 'n8n-nodes-base.code', 2, [220, 0], {
+				jsCode: `return Array.from({ length: ${ITEMS} }, (_, i) => ({ json: { id: 'evt_' + i, amount: i } }));`,
+			}),
+			underTest,
+		],
+		connections: {
+			Start: { main: [[{ node: 'Items', type: 'main', index: 0 }]] },
+			Items: { main: [[{ node: 'Under Test', type: 'main', index: 0 }]] },
+		},
+		settings: { executionOrder: 'v1' },
+	};
+}
+
+/** Webhook (body.ids) → one item per id → node under test → one item listing the ids let through. */
+function webhookWorkflow(name: string, path: string, underTest: object): WorkflowJson {
+	return {
+		name,
+		nodes: [
+			node('Webhook', 'n8n-nodes-base.webhook', 2, [0, 0], { httpMethod: 'POST', path, responseMode: 'lastNode', responseData: 'firstEntryJson', options: {} }, { webhookId: randomUUID() }),
+			node('Items', 'n8n-nodes-base.code', 2, [220, 0], { jsCode: 'return $input.first().json.body.ids.map((id) => ({ json: { id } }));' }),
+			{ ...underTest, alwaysOutputData: true },
+			node('Through', 'n8n-nodes-base.code', 2, [660, 0], {
+				jsCode: 'return [{ json: { ids: $input.all().map((item) => item.json.id).filter((id) => id !== undefined) } }];',
+			}),
+		],
+		connections: {
+			Webhook: { main: [[{ node: 'Items', type: 'main', index: 0 }]] },
+			Items: { main: [[{ node: 'Under Test', type: 'main', index: 0 }]] },
+			'Under Test': { main: [[{ node: 'Through', type: 'main', index: 0 }]] },
+		},
+		settings: { executionOrder: 'v1' },
+	};
+}
+
+const fmt = (n: number) => n.toLocaleString('en-US');
+
+async function throughput(n8n: N8nInstance, credentialId: string) {
+	const variants: Array<[string, object]> = [
+		['Remove Duplicates v2, `={{ $json.id }}` (baseline)', removeDuplicates()],
+		['Dedupe Gate, Key From: Field Name `id`', dedupeGate('h2h-field', { keySource: 'field', keyField: 'id' }, credentialId)],
+		['Dedupe Gate, `={{ $json.id }}` (fast path)', dedupeGate('h2h-fast', { keySource: 'expression', keyExpression: '={{ $json.id }}' }, credentialId)],
+		["Dedupe Gate, `={{ 'k-' + $json.id }}` (expression engine)", dedupeGate('h2h-engine', { keySource: 'expression', keyExpression: "={{ 'k-' + $json.id }}" }, credentialId)],
+	];
+	const rows: Array<{ label: string; ms: [number, number]; out: [number, number] }> = [];
+	for (const [label, underTest] of variants) {
+		const { id } = await n8n.createWorkflow(manualWorkflow(label, underTest));
+		const ms: number[] = [];
+		const out: number[] = [];
+		for (let run = 0; run < 2; run++) {
+			const { run: result } = await n8n.executeCli(id);
+			ms.push(nodeExecutionTime(result, 'Under Test'));
+			out.push(nodeOutput(result, 'Under Test', 0).length);
+			process.stderr.write(`[bench:n8n] ${label}, run ${run + 1}: ${ms[run]} ms, ${out[run]} items out\n`);
+		}
+		rows.push({ label, ms: [ms[0], ms[1]], out: [out[0], out[1]] });
+	}
+	const [base] = rows;
+	console.log(`\n### Throughput: ${fmt(ITEMS)} items, each node's own executionTime\n`);
+	console.log('| node | first sight | × Remove Duplicates | all duplicates | × Remove Duplicates | items let through (run 1 / run 2) |');
+	console.log('|---|---:|---:|---:|---:|---|');
+	for (const r of rows) {
+		console.log(
+			`| ${r.label} | ${fmt(r.ms[0])} ms | ${(base.ms[0] / r.ms[0]).toFixed(1)}× | ${fmt(r.ms[1])} ms | ${(base.ms[1] / r.ms[1]).toFixed(1)}× | ${fmt(r.out[0])} / ${fmt(r.out[1])} |`,
+		);
+	}
+}
+
+async function concurrency(n8n: N8nInstance, credentialId: string) {
+	const suffix = Date.now().toString(36);
+	const variants: Array<[string, string, object]> = [
+		['Remove Duplicates v2 (previous executions)', `h2h-rd-${suffix}`, removeDuplicates()],
+		['Dedupe Gate (Mark Seen Now)', `h2h-gate-${suffix}`, dedupeGate(`h2h-conc-${suffix}`, { keySource: 'field', keyField: 'id' }, credentialId)],
+		['Dedupe Gate (Claim Until Completed)', `h2h-lease-${suffix}`, dedupeGate(`h2h-lease-${suffix}`, { keySource: 'field', keyField: 'id' }, credentialId, 'lease')],
+	];
+	const keys = Array.from({ length: UNIVERSE }, (_, i) => `key_${i}`);
+	console.log(
+		`\n### Correctness under concurrency: ${CONCURRENT} webhook executions at once, ${fmt(PER_EXECUTION)} keys each out of ${fmt(UNIVERSE)} (overlapping), then one replay of all ${fmt(UNIVERSE)}\n`,
+	);
+	console.log('| node | keys let through more than once | keys never let through | let through again on replay | executions failed |');
+	console.log('|---|---:|---:|---:|---:|');
+	const errors: string[] = [];
+	for (const [label, path, underTest] of variants) {
+		const workflowId = await n8n.deploy(webhookWorkflow(label, path, underTest));
+		const batches = Array.from({ length: CONCURRENT }, (_, j) => keys.slice(j * STRIDE, j * STRIDE + PER_EXECUTION));
+		const responses = await Promise.all(batches.map((ids) => n8n.post(path, { ids }, { timeoutMs: 10 * 60_000 })));
+		const passes = new Map<string, number>();
+		let failed = 0;
+		for (const res of responses) {
+			if (res.status !== 200 || !Array.isArray(res.body?.ids)) {
+				failed++;
+				process.stderr.write(`[bench:n8n] ${label}: HTTP ${res.status} ${res.text.slice(0, 300)}\n`);
+				continue;
+			}
+			for (const id of res.body.ids as string[]) passes.set(id, (passes.get(id) ?? 0) + 1);
+		}
+		const replay = await n8n.post(path, { ids: keys }, { timeoutMs: 10 * 60_000 });
+		if (replay.status !== 200 || !Array.isArray(replay.body?.ids)) failed++;
+		const twice = keys.filter((k) => (passes.get(k) ?? 0) > 1).length;
+		const never = keys.filter((k) => !passes.has(k)).length;
+		const again = Array.isArray(replay.body?.ids) ? replay.body.ids.length : NaN;
+		console.log(`| ${label} | ${fmt(twice)} | ${fmt(never)} | ${fmt(again)} | ${failed} |`);
+		for (const execution of await n8n.executions(workflowId, { status: 'error', includeData: true })) {
+			const error = execution.data?.resultData?.error;
+			errors.push(`${label}, execution ${execution.id}: ${error?.message ?? 'failed'}${error?.description ? ` (${error.description})` : ''}`);
+		}
+	}
+	if (errors.length) console.log(`\nFailed executions, as n8n recorded them:\n\n${errors.map((e) => `- ${e}`).join('\n')}`);
+}
+
+async function roundTrips(n8n: N8nInstance) {
+	const proxy = await countingPostgresProxy();
+	try {
+		const u = new URL(DATABASE_URL);
+		const credential = await n8n.createCredential({
+			name: 'Ledger via counting proxy',
+			type: 'idempotencyPostgresApi',
+			data: { host: '127.0.0.1', port: proxy.port, database: u.pathname.slice(1), user: decodeURIComponent(u.username), password: '', ssl: 'disable', schema: 'public', table, poolSize: 5 },
+		});
+		const path = `h2h-one-${Date.now().toString(36)}`;
+		await n8n.deploy(webhookWorkflow('one item', path, dedupeGate(`h2h-one-${Date.now().toString(36)}`, { keySource: 'field', keyField: 'id' }, credential.id)));
+		await n8n.post(path, { ids: ['warm-up'] }); // opens the pool and checks the schema once
+		const before = proxy.count;
+		for (let i = 0; i < ROUND_TRIP_RUNS; i++) {
+			const res = await n8n.post(path, { ids: [`one-${i}`] });
+			if (res.body?.ids?.[0] !== `one-${i}`) throw new Error(`one-item execution ${i} did not let its key through: ${res.text}`);
+		}
+		const firstSight = (proxy.count - before) / ROUND_TRIP_RUNS;
+		const beforeDup = proxy.count;
+		for (let i = 0; i < ROUND_TRIP_RUNS; i++) await n8n.post(path, { ids: [`one-${i}`] });
+		const duplicate = (proxy.count - beforeDup) / ROUND_TRIP_RUNS;
+		console.log(`\n### Ledger round trips per one-item webhook execution (counting proxy, ${ROUND_TRIP_RUNS} executions each, after one warm-up)\n`);
+		console.log('| item | PostgreSQL round trips per execution |');
+		console.log('|---|---:|');
+		console.log(`| new key | ${firstSight} |`);
+		console.log(`| duplicate key | ${duplicate} |`);
+	} finally {
+		await proxy.close();
+	}
+}
+
+async function main() {
+	const runtime = await ensureRuntime();
+	const n8n = await startN8n({ withPackage: true });
+	try {
+		await n8n.setupOwner();
+		await n8n.createApiKey();
+		const u = new URL(DATABASE_URL);
+		const credential = await n8n.createCredential({
+			name: 'Ledger',
+			type: 'idempotencyPostgresApi',
+			data: { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1), user: decodeURIComponent(u.username), password: decodeURIComponent(u.password), ssl: 'disable', schema: 'public', table, poolSize: 5 },
+		});
+		// The ledger's tables exist in any deployment after its first run; create them now so that
+		// no timed execution pays for CREATE TABLE.
+		const setup = new Pool({ connectionString: DATABASE_URL, max: 1 });
+		await new PostgresLedger({ pool: setup, table }).ensureSchema();
+		await setup.end();
+		console.log(`## npm run bench:n8n — n8n ${runtime.version} on Node 24 (${n8n.runtime.nodeBin}), expression engine: ${process.env.N8N_EXPRESSION_ENGINE ?? "n8n's default"}, ${new Date().toISOString()}`);
+		if (parts.has('throughput')) await throughput(n8n, credential.id);
+		if (parts.has('concurrency')) await concurrency(n8n, credential.id);
+		if (parts.has('roundtrips')) await roundTrips(n8n);
+	} finally {
+		await n8n.stop();
+		const db = new Client({ connectionString: DATABASE_URL });
+		await db.connect();
+		for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) await db.query(`DROP TABLE IF EXISTS ${table}${suffix}`);
+		await db.end();
+	}
+}
+
+main().then(
+	() => process.exit(0),
+	(error) => {
+		console.error(error);
+		process.exit(1);
+	},
+);
