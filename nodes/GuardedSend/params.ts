@@ -1,12 +1,13 @@
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { LedgerInputError } from '../../lib/ledger/errors';
-import { readPath, simpleJsonPath } from '../../lib/n8n/keySource';
+import { fillTemplate, jsonPathTemplate, readPath, simpleJsonPath } from '../../lib/n8n/keySource';
 
 /**
  * A per-item parameter without paying for n8n's expression engine when it is not needed: a value
- * with no expression anywhere is read once, a plain `={{ $json.a.b }}` is read from the item, and
- * only anything else is evaluated by n8n for each item.
+ * with no expression anywhere is read once, a plain `={{ $json.a.b }}` or text built only from
+ * such paths (`=Order {{ $json.id }} paid`) is read from the item, and only anything else is
+ * evaluated by n8n for each item.
  */
 export type ItemParam<T = unknown> = (itemIndex: number, item: INodeExecutionData) => T;
 
@@ -25,6 +26,8 @@ export function itemParam(ctx: IExecuteFunctions, name: string, fallback: unknow
 	}
 	const path = simpleJsonPath(raw);
 	if (path) return (_i, item) => readPath(item.json, path);
+	const template = jsonPathTemplate(raw);
+	if (template) return (i, item) => fillTemplate(template, item.json) ?? ctx.getNodeParameter(name, i, fallback);
 	return (i) => ctx.getNodeParameter(name, i, fallback);
 }
 

@@ -4,7 +4,7 @@
  */
 import type { IDataObject, INodeExecutionData } from 'n8n-workflow';
 
-import { readPath, simpleJsonPath, toKeyText } from '../../lib/n8n/keySource';
+import { fillTemplate, jsonPathTemplate, readPath, simpleJsonPath, toKeyText } from '../../lib/n8n/keySource';
 import { evaluateParameterForItems } from '../support/engine';
 
 /** Small deterministic PRNG (mulberry32), so a failure can be replayed. */
@@ -89,4 +89,46 @@ describe('fast path vs the expression engine', () => {
 		expect(agreedKeys).toBeGreaterThan(20);
 		expect(agreedFailures).toBeGreaterThan(20);
 	});
+});
+
+const templates = [
+	'=k-{{ $json.id }}',
+	'=order-{{$json.data.object.id}}-paid',
+	'={{ $json.id }}/{{ $json["order id"] }}',
+	"=shop {{ $json['order id'] }} #{{ $json.items[0].id }}",
+	'={{ $json.id }}{{ $json.id }}',
+];
+
+describe('text templates built only from $json paths vs the expression engine', () => {
+	const rnd = random(20261123);
+	const items: INodeExecutionData[] = Array.from({ length: 300 }, () => ({ json: payload(rnd) }));
+
+	test.each(templates)('%s gives the same text on 300 random payloads (objects and lists left to the engine)', async (expression) => {
+		const parts = jsonPathTemplate(expression);
+		expect(parts).not.toBeNull();
+		const engine = await evaluateParameterForItems({ key: expression }, items, 'key');
+		let filled = 0;
+		let leftToEngine = 0;
+		items.forEach((item, i) => {
+			const fast = fillTemplate(parts!, item.json);
+			const outcome = engine[i];
+			if (fast === undefined) {
+				leftToEngine++;
+				return;
+			}
+			filled++;
+			if (!outcome.ok || outcome.value !== fast) {
+				throw new Error(`item ${i} ${JSON.stringify(item.json)}: fast ${JSON.stringify(fast)} vs engine ${JSON.stringify(outcome.ok ? outcome.value : String(outcome.error))}`);
+			}
+		});
+		expect(filled).toBeGreaterThan(100);
+		expect(leftToEngine).toBeGreaterThan(0);
+	});
+
+	test.each(['={{ $json.id.toUpperCase() }}-x', "=k-{{ $('Source').item.json.id }}", '=a{b}{{ $json.id }}', '=k-{{ $json.id', '=plain text', '={{ $json.id }}'])(
+		'%s is not a template of plain paths (the engine, or the simple path, handles it)',
+		(expression) => {
+			expect(jsonPathTemplate(expression)).toBeNull();
+		},
+	);
 });
