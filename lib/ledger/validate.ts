@@ -18,18 +18,21 @@ export function assertIdentifier(value: unknown, what: string): string {
 	return value;
 }
 
+/** "key parameter" for a bare name, else the description as given ('key (field "id")'). */
+const subject = (what: string) => (/^\w+$/.test(what) ? `${what} parameter` : what);
+
 function assertText(value: unknown, what: string, max: number, allowEmpty: boolean): string {
 	if (typeof value !== 'string') {
 		const shown = value === undefined ? 'nothing' : value === null ? 'null' : `a ${Array.isArray(value) ? 'list' : typeof value}`;
 		throw new LedgerInputError(
 			`The ${what} must be text, but it is ${shown}`,
-			`Check the ${what} parameter: it should resolve to a string such as an event or order id.`,
+			`Check the ${subject(what)}: it should resolve to a string such as an event or order id.`,
 		);
 	}
 	if (!allowEmpty && value.trim() === '') {
 		throw new LedgerInputError(
 			`The ${what} is empty`,
-			`Check the ${what} parameter: the field it points at is missing or blank on this item.`,
+			`Check the ${subject(what)}: the field it points at is missing or blank on this item.`,
 		);
 	}
 	if (value.length > max) {
@@ -41,7 +44,8 @@ function assertText(value: unknown, what: string, max: number, allowEmpty: boole
 	return value;
 }
 
-export const assertKey = (value: unknown): string => assertText(value, 'key', MAX_KEY_LENGTH, false);
+/** `what` names the key in messages, e.g. 'key (field "body.id")'. */
+export const assertKey = (value: unknown, what = 'key'): string => assertText(value, what, MAX_KEY_LENGTH, false);
 export const assertNamespace = (value: unknown): string =>
 	assertText(value, 'namespace', MAX_NAMESPACE_LENGTH, false);
 export const assertStep = (value: unknown): string => assertText(value, 'step', MAX_STEP_LENGTH, true);

@@ -57,7 +57,8 @@ function keyReader(ctx: IExecuteFunctions): { read: KeyReader; kind: GateConfig[
 		const path = parseFieldPath(ctx.getNodeParameter('keyField', 0), 'key field');
 		const name = formatPath(path);
 		const field = fieldSource(path);
-		return { kind: 'field', read: (i, item) => assertKey(toKeyText(field.read(i, item), `key (field "${name}")`)) };
+		const what = `key (field "${name}")`;
+		return { kind: 'field', read: (i, item) => assertKey(toKeyText(field.read(i, item), what), what) };
 	}
 	if (source === 'expression') {
 		const expression = parameterSource(ctx, 'keyExpression');

@@ -163,10 +163,10 @@ describe('Dedupe Gate in the real engine', () => {
 	describe('bad input: a readable error, and nothing written', () => {
 		const cases: Array<[string, unknown[], INodeParameters, RegExp]> = [
 			['missing key', [{ other: 1 }], {}, /key \(field "id"\) is missing/],
-			['empty key', [{ id: '   ' }], {}, /key is empty/],
+			['empty key', [{ id: '   ' }], {}, /key \(field "id"\) is empty/],
 			['object key', [{ id: { nested: true } }], {}, /must be text or a number, but on this item it is an object/],
 			['list key', [{ id: [1, 2] }], {}, /it is a list/],
-			['over-long key', [{ id: 'k'.repeat(513) }], {}, /513 characters long; the limit is 512/],
+			['over-long key', [{ id: 'k'.repeat(513) }], {}, /key \(field "id"\) is 513 characters long; the limit is 512/],
 			['missing key through an expression', [{ other: 1 }], { keySource: 'expression', keyExpression: '={{ $json.id }}' }, /key is missing/],
 			['bad key field name', [{ id: 1 }], { keyField: 'a..b' }, /is not a field name/],
 			['missing field to hash', [{ id: 1 }], { keySource: 'fields', keyFields: 'id, email' }, /"email" is missing/],
@@ -255,7 +255,7 @@ describeIfRedis('Dedupe Gate on the Redis ledger (engine)')('Dedupe Gate on the 
 		expect(second.outputs('Gate')[0]).toHaveLength(0);
 		expect(ids(second.outputs('Gate')[1])).toEqual(items.map((i) => i.id));
 		const bad = await run([{ id: '' }], gate, { creds: redisCredentials });
-		expect(bad.nodeError('Gate')?.message).toMatch(/key is empty/);
+		expect(bad.nodeError('Gate')?.message).toMatch(/key \(field "id"\) is empty/);
 	});
 
 	test('an unreachable Redis fails closed with a readable message', async () => {
