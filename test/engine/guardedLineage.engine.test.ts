@@ -16,7 +16,7 @@ import {
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { slackServer, type SlackServer } from '../support/destinations';
-import { runWorkflow, type EngineRunResult } from '../support/engine';
+import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
 
@@ -44,22 +44,6 @@ class DropPairedNode implements INodeType {
 }
 
 const nodeTypes = { ...ours, 'test.dropPaired': new DropPairedNode(), 'n8n-nodes-idempotency.promptCache': new PromptCache() };
-
-const node = (name: string, type: string, parameters: INodeParameters = {}, extra: Partial<INode> = {}): INode => ({
-	id: name,
-	name,
-	type,
-	typeVersion: 1,
-	position: [0, 0],
-	parameters,
-	...extra,
-});
-
-const chain = (...names: string[]): IConnections => {
-	const connections: IConnections = {};
-	for (let i = 0; i + 1 < names.length; i++) connections[names[i]] = { main: [[{ node: names[i + 1], type: 'main', index: 0 }]] };
-	return connections;
-};
 
 const ORDERS = JSON.stringify([
 	{ orderId: 'o-1', invoice: 'in_1', total: 10 },

@@ -3,30 +3,16 @@
  * the outputs, stored results, permanent refusals, credentials, mismatches, duplicates inside one
  * input, another run holding the step, bad input, a ledger that is down, and the send limit.
  */
-import type { ICredentialDataDecryptedObject, IConnections, INode, INodeParameters } from 'n8n-workflow';
+import type { ICredentialDataDecryptedObject, INode, INodeParameters } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { messageIdFor } from '../../lib/n8n/channels/smtp';
 import { idempotencyKeyFor } from '../../nodes/GuardedSend/channels/http';
 import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { slackServer, smtpServer, stripeLikeServer, type SlackServer, type SmtpTestServer, type StripeLikeServer } from '../support/destinations';
-import { runWorkflow, type EngineRunResult } from '../support/engine';
+import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 import { nodeTypes } from '../integration/fixtures/guarded-workflow';
 
-const node = (name: string, type: string, parameters: INodeParameters = {}, extra: Partial<INode> = {}): INode => ({
-	id: name,
-	name,
-	type,
-	typeVersion: 1,
-	position: [0, 0],
-	parameters,
-	...extra,
-});
-const chain = (...names: string[]): IConnections => {
-	const connections: IConnections = {};
-	for (let i = 0; i + 1 < names.length; i++) connections[names[i]] = { main: [[{ node: names[i + 1], type: 'main', index: 0 }]] };
-	return connections;
-};
 const orders = (...ids: string[]) => JSON.stringify(ids.map((id) => ({ id, email: `${id}@customers.example.com`, amount: 100 })));
 const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}', scope: 'workflow' };
 const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output] ?? []).map((i) => i.json.idempotency as Record<string, unknown>);

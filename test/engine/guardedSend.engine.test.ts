@@ -3,7 +3,7 @@
  * Send (HTTP, to a Stripe-like API on localhost) → Mark Step Done. The same event runs three
  * times; the destination performs one action.
  */
-import type { ICredentialDataDecryptedObject, IConnections, INode, INodeParameters } from 'n8n-workflow';
+import type { ICredentialDataDecryptedObject, IConnections } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
@@ -11,22 +11,13 @@ import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
 import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { stripeLikeServer, type StripeLikeServer } from '../support/destinations';
-import { runWorkflow } from '../support/engine';
+import { node, runWorkflow } from '../support/engine';
 
 const nodeTypes = {
 	'n8n-nodes-idempotency.dedupeGate': new DedupeGate(),
 	'n8n-nodes-idempotency.guardedSend': new GuardedSend(),
 	'n8n-nodes-idempotency.markStepDone': new MarkStepDone(),
 };
-
-const node = (name: string, type: string, parameters: INodeParameters = {}): INode => ({
-	id: name,
-	name,
-	type,
-	typeVersion: 1,
-	position: [0, 0],
-	parameters,
-});
 
 const link = (connections: IConnections, from: string, to: string, output = 0) => {
 	const main = (connections[from] ??= { main: [] }).main;

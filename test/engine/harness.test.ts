@@ -1,34 +1,13 @@
 import {
 	NodeConnectionTypes,
 	NodeOperationError,
-	type IConnections,
 	type IExecuteFunctions,
-	type INode,
 	type INodeType,
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 import { Expression } from 'n8n-workflow';
 
-import { evaluateParameter, evaluateParameterForItems, runWorkflow } from '../support/engine';
-
-const node = (name: string, type: string, parameters: INode['parameters'] = {}, extra: Partial<INode> = {}): INode => ({
-	id: name,
-	name,
-	type,
-	typeVersion: 1,
-	position: [0, 0],
-	parameters,
-	...extra,
-});
-
-/** Connects the nodes in a line, output 0 to input 0. */
-const chain = (...names: string[]): IConnections => {
-	const connections: IConnections = {};
-	for (let i = 0; i + 1 < names.length; i++) {
-		connections[names[i]] = { main: [[{ node: names[i + 1], type: 'main', index: 0 }]] };
-	}
-	return connections;
-};
+import { chain, evaluateParameter, evaluateParameterForItems, node, runWorkflow } from '../support/engine';
 
 const ITEMS = '[{"id":"a1","v":1},{"id":"b2","v":2},{"id":"c3","v":3}]';
 

@@ -526,3 +526,23 @@ export async function evaluateParameter(
 	if (!outcome.ok) throw outcome.error;
 	return outcome.value;
 }
+
+/** A node of a test workflow: its name is also its id, version 1, at the origin. */
+export const node = (name: string, type: string, parameters: INodeParameters = {}, extra: Partial<INode> = {}): INode => ({
+	id: name,
+	name,
+	type,
+	typeVersion: 1,
+	position: [0, 0],
+	parameters,
+	...extra,
+});
+
+/** Connects the nodes in a line, output 0 to input 0. */
+export const chain = (...names: string[]): IConnections => {
+	const connections: IConnections = {};
+	for (let i = 0; i + 1 < names.length; i++) {
+		connections[names[i]] = { main: [[{ node: names[i + 1], type: 'main', index: 0 }]] };
+	}
+	return connections;
+};
