@@ -22,20 +22,12 @@ import { Client } from 'pg';
 
 import { spawn } from 'child_process';
 
+import { readBody } from '../../support/destinations';
 import { freePort, repoRoot, type N8nInstance, type WorkflowJson } from './n8n';
 
 /* ------------------------------------------------------------------------------------------ */
 /* HTTP plumbing                                                                               */
 /* ------------------------------------------------------------------------------------------ */
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-	return new Promise((resolve, reject) => {
-		const chunks: Buffer[] = [];
-		req.on('data', (c: Buffer) => chunks.push(c));
-		req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-		req.on('error', reject);
-	});
-}
 
 function reply(res: http.ServerResponse, status: number, body: unknown) {
 	res.writeHead(status, { 'Content-Type': 'application/json' });
