@@ -29,3 +29,48 @@ describe('PostgreSQL ledger: background purge', () => {
 		}
 	});
 });
+
+describe('PostgreSQL ledger: rows committed while a claim waits', () => {
+	test('are answered from a fresh read, and the other rows of the batch are still claimed', async () => {
+		const pool = newPool(3);
+		const table = uniqueTable('late');
+		const ledger = new PostgresLedger({ pool, table });
+		const other = await pool.connect();
+		try {
+			await ledger.ensureSchema();
+			// Another run inserts two rows and has not committed yet: the claim's snapshot cannot see
+			// them, and its insert waits on their locks.
+			await other.query('BEGIN');
+			await other.query(
+				`INSERT INTO "${table}" (namespace, key, step, status, lease_holder, lease_expires_at, fingerprint, expires_at) VALUES
+				 ('late', 'done', '', 'completed', NULL, NULL, 'fp-done', now() + interval '1 day'),
+				 ('late', 'held', '', 'in_progress', 'other-run', now() + interval '1 hour', 'fp-held', now() + interval '1 day')`,
+			);
+			const claiming = ledger.claim(
+				['done', 'held', 'fresh'].map((key) => ({ namespace: 'late', key, step: '', fingerprint: `fp-${key}` })),
+				{ mode: 'lease', holder: 'this-run', leaseMs: 60_000, ttlMs: 86_400_000 },
+			);
+			const waiting = async () =>
+				(await pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%WITH input AS%' AND datname = current_database()`)).rows[0].n;
+			for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+			expect(await waiting()).toBe(1);
+			await other.query('COMMIT');
+
+			const [done, held, fresh] = await claiming;
+			expect(done).toMatchObject({ kind: 'duplicate', record: { status: 'completed', fingerprint: 'fp-done' } });
+			expect(held).toMatchObject({ kind: 'in_progress', record: { status: 'in_progress', leaseHolder: 'other-run' } });
+			expect(fresh).toMatchObject({ kind: 'claimed', previousStatus: null, record: { status: 'in_progress', leaseHolder: 'this-run', attempts: 1 } });
+			const rows = (await pool.query(`SELECT key, lease_holder FROM "${table}" ORDER BY key`)).rows;
+			expect(rows).toEqual([
+				{ key: 'done', lease_holder: null },
+				{ key: 'fresh', lease_holder: 'this-run' },
+				{ key: 'held', lease_holder: 'other-run' },
+			]);
+		} finally {
+			await other.query('ROLLBACK');
+			other.release();
+			for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) await pool.query(`DROP TABLE IF EXISTS "${table}${suffix}"`);
+			await pool.end();
+		}
+	});
+});

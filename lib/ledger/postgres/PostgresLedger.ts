@@ -131,6 +131,81 @@ const isNewer = (a: string, b: string) =>
 		WHEN ${a} ~ '^-?[0-9]+(\\.[0-9]+)?$' AND ${b} ~ '^-?[0-9]+(\\.[0-9]+)?$' THEN ${a}::numeric > ${b}::numeric
 		ELSE ${a} COLLATE "C" > ${b} COLLATE "C" END)`;
 
+/** A renewed claim as the statement answers it: namespace, key, step, then the columns below. */
+type RenewedClaim = unknown[];
+
+/**
+ * What every new claim of one statement shares: attempts 1, nothing carried over, and the
+ * statement's now() as first seen and updated. Its Dates are built once and shared by the records
+ * of all new claims (records are values; nothing mutates them).
+ */
+interface NewClaim {
+	at: Date;
+	expiresAt: Date;
+	leaseExpiresAt: Date | null;
+}
+
+const newClaimAnswer = (now: number, holder: string | null, options: ClaimOptions): NewClaim => ({
+	at: new Date(now),
+	expiresAt: new Date(now + options.ttlMs),
+	leaseExpiresAt: holder === null ? null : new Date(now + options.leaseMs),
+});
+
+function claimedOutcome(r: ClaimRequest, status: Status, holder: string | null, options: ClaimOptions, answer: RenewedClaim | NewClaim): ClaimOutcome {
+	let record: LedgerRecord;
+	if (Array.isArray(answer)) {
+		const [, , , attempts, previousStatus, externalId, result, firstSeenAt, updatedAt, previousPhase] = answer as [
+			string, string, string, number, Status | null, string | null, unknown, number, number, string | null,
+		];
+		record = {
+			namespace: r.namespace,
+			key: r.key,
+			step: r.step,
+			status,
+			leaseHolder: holder,
+			leaseExpiresAt: holder === null ? null : new Date(updatedAt + options.leaseMs),
+			fingerprint: r.fingerprint,
+			version: r.version ?? null,
+			externalId,
+			result,
+			attempts,
+			previousStatus,
+			firstSeenAt: new Date(firstSeenAt),
+			updatedAt: new Date(updatedAt),
+			expiresAt: new Date(updatedAt + options.ttlMs),
+			phase: null,
+		};
+		return { kind: 'claimed', record, previousStatus, previousPhase: previousPhase ?? null };
+	}
+	record = {
+		namespace: r.namespace,
+		key: r.key,
+		step: r.step,
+		status,
+		leaseHolder: holder,
+		leaseExpiresAt: answer.leaseExpiresAt,
+		fingerprint: r.fingerprint,
+		version: r.version ?? null,
+		externalId: null,
+		result: null,
+		attempts: 1,
+		previousStatus: null,
+		firstSeenAt: answer.at,
+		updatedAt: answer.at,
+		expiresAt: answer.expiresAt,
+		phase: null,
+	};
+	return { kind: 'claimed', record, previousStatus: null, previousPhase: null };
+}
+
+/** The one row a claim statement answers (see claimSql). */
+interface ClaimAnswer extends QueryResultRow {
+	now: number;
+	renewed: unknown[][];
+	blocked: unknown[][];
+	unresolved: number[] | null;
+}
+
 const idKey = (ns: string, key: string, step: string) => `${ns}\u0000${key}\u0000${step}`;
 
 export class PostgresLedger implements Ledger {
@@ -187,14 +262,13 @@ export class PostgresLedger implements Ledger {
 
 	private async migrate(): Promise<void> {
 		const steps = migrations(this.t, this.table);
-		// Fast path, no lock: the schema is already current.
-		const current = await this.query<{ v: number | null }>(
-			`SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL ELSE 0 END AS v`,
-			[this.t.migrations],
-		);
-		if (current[0].v !== null) {
+		// Fast path, one round trip and no lock: the schema is already current.
+		try {
 			const rows = await this.query<{ v: number }>(`SELECT coalesce(max(version), 0) AS v FROM ${this.t.migrations}`);
 			if (rows[0].v >= steps.length) return;
+		} catch (error) {
+			// 42P01: no migrations table yet, a new ledger.
+			if ((error as { code?: string }).code !== '42P01') throw error;
 		}
 		let client: PoolClient;
 		try {
@@ -231,9 +305,10 @@ export class PostgresLedger implements Ledger {
 
 	private claimSql(): string {
 		const t = this.t;
-		// $1..$5 arrays (namespace, key, step, fingerprint, version), pre-sorted by row id so that
-		// concurrent batches lock rows in the same order; $6 status, $7 holder, $8 lease ms,
-		// $9 ttl ms, $10 mode, $11 reclaim a live lease of the same holder.
+		// $1..$5 JSON arrays (namespace, key, step, fingerprint, version), pre-sorted by row id so
+		// that concurrent batches lock rows in the same order; $6 status, $7 holder, $8 lease ms,
+		// $9 ttl ms, $10 mode, $11 reclaim a live lease of the same holder. JSON, not text[]: the
+		// driver escapes every element of a text[] in JavaScript, JSON.stringify does it natively.
 		//
 		// Rows that the statement's snapshot already shows as live and not claimable are not
 		// offered to the INSERT at all: no row lock, no write, the same cost as a plain index probe.
@@ -248,7 +323,9 @@ export class PostgresLedger implements Ledger {
 					OR ${row}.status = 'failed_retryable')))`;
 		return `
 WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS i(ns, k, st, fingerprint, version, ord)
+	SELECT * FROM ROWS FROM (json_array_elements_text($1::json), json_array_elements_text($2::json),
+		json_array_elements_text($3::json), json_array_elements_text($4::json), json_array_elements_text($5::json))
+		WITH ORDINALITY AS i(ns, k, st, fingerprint, version, ord)
 ),
 existing AS MATERIALIZED (
 	SELECT e.*, i.ord AS in_ord, i.fingerprint AS in_fingerprint, ${claimable('e', 'i')} AS claimable
@@ -293,13 +370,23 @@ blocked AS (
 	) s WHERE n > 0
 	ON CONFLICT (namespace) DO UPDATE SET duplicates_blocked = c.duplicates_blocked + excluded.duplicates_blocked, updated_at = now()
 )
--- Two JSON arrays in one row: far cheaper for the client to parse than 10,000 wide rows. Each
--- entry starts with its request's position in the input.
+-- One row. Every input row is exactly one of: blocked (a live row the snapshot showed, never
+-- offered to the insert), claimed, or unresolved (a concurrent commit got there first). A claim
+-- that took a fresh or lapsed row (attempts = 1) reads exactly like a new one, so the answer
+-- lists only the other claims ("renewed": a retry, an expired lease, a newer version) by row id,
+-- the blocked rows by input position, and the unresolved positions only when there are any.
+-- Nothing per row for the common case, and no join of 10,000 claimed rows back to the input.
 SELECT
-	(SELECT coalesce(json_agg(json_build_array(i.ord, c.attempts, c.previous_status,
+	(extract(epoch FROM now()) * 1000)::float8 AS now,
+	(SELECT coalesce(json_agg(json_build_array(c.namespace, c.key, c.step, c.attempts, c.previous_status,
 		c.external_id, c.result, c.first_seen_at, c.updated_at, c.previous_phase)), '[]')
-		FROM claimed c JOIN input i ON i.ns = c.namespace AND i.k = c.key AND i.st = c.step) AS claimed,
-	(SELECT coalesce(json_agg(json_build_array(${packedColumns('x')})), '[]') FROM existing x) AS existing`;
+		FROM claimed c WHERE c.attempts > 1) AS renewed,
+	(SELECT coalesce(json_agg(json_build_array(${packedColumns('x')})), '[]') FROM existing x WHERE NOT x.claimable) AS blocked,
+	CASE WHEN (SELECT count(*) FROM claimed) + (SELECT count(*) FROM existing x WHERE NOT x.claimable) < (SELECT count(*) FROM input)
+		THEN (SELECT json_agg(i.ord) FROM input i
+			WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.namespace = i.ns AND c.key = i.k AND c.step = i.st)
+				AND NOT EXISTS (SELECT 1 FROM existing x WHERE x.in_ord = i.ord AND NOT x.claimable))
+	END AS unresolved`;
 	}
 
 	async claim(requests: ClaimRequest[], options: ClaimOptions): Promise<ClaimOutcome[]> {
@@ -338,8 +425,8 @@ SELECT
 					'Run the workflow again; if it keeps happening, check for jobs that delete ledger rows.',
 				);
 			}
-			const rows = await this.query(this.sql.claim, [
-				...columns(pending.map((i) => requests[i])),
+			const [answer] = await this.query<ClaimAnswer>(this.sql.claim, [
+				...jsonColumns(pending.map((i) => requests[i])),
 				status,
 				holder,
 				options.leaseMs,
@@ -347,49 +434,24 @@ SELECT
 				options.mode,
 				options.reclaimOwnLease === true,
 			]);
-			// Entries lead with the request's 1-based position in `pending` (the statement's input).
-			const won = new Array<unknown[] | undefined>(pending.length);
-			const seen = new Array<unknown[] | undefined>(pending.length);
-			for (const row of rows[0].claimed as unknown[][]) won[(row[0] as number) - 1] = row;
-			for (const row of rows[0].existing as unknown[][]) seen[(row[0] as number) - 1] = row;
+			// Blocked entries and unresolved positions are 1-based positions in `pending`.
+			const blocked = new Array<unknown[] | undefined>(pending.length);
+			for (const row of answer.blocked) blocked[(row[0] as number) - 1] = row;
+			const lost = new Set((answer.unresolved ?? []).map((ord) => ord - 1));
+			const renewed = new Map(answer.renewed.map((row) => [idKey(row[0] as string, row[1] as string, row[2] as string), row]));
+			const fresh = newClaimAnswer(answer.now, holder, options);
 			const unresolved: number[] = [];
 			for (let position = 0; position < pending.length; position++) {
 				const index = pending[position];
 				const r = requests[index];
-				const claimed = won[position];
-				const existing = seen[position];
-				if (claimed) {
-					const [, attempts, previousStatus, externalId, result, firstSeenAt, updatedAt, previousPhase] = claimed as [
-						number, number, Status | null, string | null, unknown, number, number, string | null,
-					];
-					const record: LedgerRecord = {
-						namespace: r.namespace,
-						key: r.key,
-						step: r.step,
-						status,
-						leaseHolder: holder,
-						leaseExpiresAt: holder === null ? null : new Date(updatedAt + options.leaseMs),
-						fingerprint: r.fingerprint,
-						version: r.version ?? null,
-						externalId,
-						result,
-						attempts,
-						previousStatus,
-						firstSeenAt: new Date(firstSeenAt),
-						updatedAt: new Date(updatedAt),
-						expiresAt: new Date(updatedAt + options.ttlMs),
-						phase: null,
-					};
-					outcomes[index] = {
-						kind: 'claimed',
-						record,
-						previousStatus: record.previousStatus,
-						previousPhase: previousPhase ?? null,
-					};
-				} else if (existing) {
+				const existing = blocked[position];
+				if (existing) {
 					outcomes[index] = classifyExisting(unpackRecord(existing, r), r, options.mode);
-				} else {
+				} else if (lost.has(position)) {
 					unresolved.push(index);
+				} else {
+					const again = renewed.size > 0 ? renewed.get(idKey(r.namespace, r.key, r.step)) : undefined;
+					outcomes[index] = claimedOutcome(r, status, holder, options, again ?? fresh);
 				}
 			}
 			// A row committed by a concurrent claim after this statement's snapshot blocks the
@@ -647,6 +709,11 @@ function sortById(indexes: number[], requests: ClaimRequest[]): number[] {
 		const b = requests[y];
 		return cmp(a.namespace, b.namespace) || cmp(a.key, b.key) || cmp(a.step, b.step);
 	});
+}
+
+/** The claim's five input columns as JSON array texts (see claimSql). */
+function jsonColumns(requests: ClaimRequest[]): string[] {
+	return columns(requests).map((column) => JSON.stringify(column));
 }
 
 function columns(requests: ClaimRequest[]): [string[], string[], string[], Array<string | null>, Array<string | null>] {
