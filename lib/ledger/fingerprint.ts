@@ -11,6 +11,17 @@ export function normalize(value: unknown): string {
 
 const text = (s: string) => JSON.stringify(s.includes('\r') ? s.replace(/\r\n?/g, '\n').trim() : s.trim());
 
+// Member names repeat across items: quote each once.
+const quotedNames = new Map<string, string>();
+function quoted(name: string): string {
+	let q = quotedNames.get(name);
+	if (q === undefined) {
+		q = JSON.stringify(name);
+		if (quotedNames.size < 4096) quotedNames.set(name, q);
+	}
+	return q;
+}
+
 function write(value: unknown): string | undefined {
 	switch (typeof value) {
 		case 'string':
@@ -27,15 +38,20 @@ function write(value: unknown): string | undefined {
 	}
 	if (value === null) return 'null';
 	if (value instanceof Date) return JSON.stringify(value.toISOString());
-	if (Array.isArray(value)) return `[${value.map((v) => write(v) ?? 'null').join(',')}]`;
-	const names = Object.keys(value).sort();
-	let out = '';
+	if (Array.isArray(value)) {
+		let out = '[';
+		for (let i = 0; i < value.length; i++) out += (i ? ',' : '') + (write(value[i]) ?? 'null');
+		return out + ']';
+	}
+	const names = Object.keys(value);
+	if (names.length > 1) names.sort();
+	let out = '{';
 	for (const name of names) {
 		const member = write((value as Record<string, unknown>)[name]);
 		if (member === undefined) continue;
-		out += `${out ? ',' : ''}${JSON.stringify(name)}:${member}`;
+		out += (out.length > 1 ? ',' : '') + quoted(name) + ':' + member;
 	}
-	return `{${out}}`;
+	return out + '}';
 }
 
 // crypto.hash (Node >= 20.12) is a one-shot digest, several times cheaper per item than createHash.

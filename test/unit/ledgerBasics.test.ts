@@ -17,6 +17,20 @@ describe('normalization and fingerprints', () => {
 	test('undefined members are dropped, like JSON', () => {
 		expect(normalize({ a: 1, b: undefined })).toBe(normalize({ a: 1 }));
 	});
+	// Fingerprints are stored in the ledger: a change of format would make every payload seen
+	// before an upgrade count as different. These values were produced by the first release.
+	test('the canonical form and its hash do not change between versions', () => {
+		const value = {
+			z: [1, 'two', null, undefined, { b: ' padded\r\n', a: true }],
+			'naïve "key"': 1.5e-7,
+			a: { when: new Date(Date.UTC(2026, 10, 23, 12, 0, 0, 5)), n: 12345678901234567890n, skip: () => 1, nan: NaN, empty: {}, list: [] },
+		};
+		expect(normalize(value)).toBe(
+			'{"a":{"empty":{},"list":[],"n":12345678901234567890,"nan":null,"when":"2026-11-23T12:00:00.005Z"},"naïve \\"key\\"":1.5e-7,"z":[1,"two",null,null,{"a":true,"b":"padded"}]}',
+		);
+		expect(fingerprint(value)).toBe('a2757fbf6698a63931ff10a057fdaad02f6a0c9e8a7e61190fcf2b2014e443d4');
+		expect(fingerprint({ id: 'evt_1', amount: 1 })).toBe('58d6ef16e8cf492b6ed4b76b51556cdea16f6a6a18ed4f0abe7ea62bc12061ff');
+	});
 });
 
 describe('validation', () => {
