@@ -13,8 +13,12 @@ export function resolveBatch(requests: ClaimRequest[]): {
 	const first = new Map<string, number>();
 	const unique: number[] = [];
 	const outcomes = new Array<ClaimOutcome | undefined>(requests.length);
+	// Usually every request has the same namespace and step: then the key alone tells rows apart,
+	// and no id string is built per request.
+	const { namespace, step } = requests[0] ?? { namespace: '', step: '' };
+	const byKey = requests.every((r) => r.namespace === namespace && r.step === step);
 	for (let i = 0; i < requests.length; i++) {
-		const id = rowId(requests[i]);
+		const id = byKey ? requests[i].key : rowId(requests[i]);
 		const firstIndex = first.get(id);
 		if (firstIndex === undefined) {
 			first.set(id, i);

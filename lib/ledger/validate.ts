@@ -29,7 +29,8 @@ function assertText(value: unknown, what: string, max: number, allowEmpty: boole
 			`Check the ${subject(what)}: it should resolve to a string such as an event or order id.`,
 		);
 	}
-	if (!allowEmpty && value.trim() === '') {
+	// Only text that starts with whitespace can be blank: no trimmed copy of every key.
+	if (!allowEmpty && (value.length === 0 || (/^\s/.test(value) && value.trim() === ''))) {
 		throw new LedgerInputError(
 			`The ${what} is empty`,
 			`Check the ${subject(what)}: the field it points at is missing or blank on this item.`,

@@ -71,8 +71,12 @@ export function namespaceReader(ctx: IExecuteFunctions): (itemIndex: number, ite
 	}
 	const source = parameterSource(ctx, 'namespace');
 	if (source.kind === 'constant') {
-		const namespace = source.read(0, { json: {} });
-		return () => assertNamespace(typeof namespace === 'string' ? namespace.trim() : namespace);
+		// A valid namespace is checked once; a bad one fails every item, so "continue on fail"
+		// still applies.
+		const value = source.read(0, { json: {} });
+		const namespace = typeof value === 'string' ? value.trim() : value;
+		let checked: string | undefined;
+		return () => (checked ??= assertNamespace(namespace));
 	}
 	return (i, item) => {
 		const value = source.read(i, item);
