@@ -131,71 +131,77 @@ const isNewer = (a: string, b: string) =>
 		WHEN ${a} ~ '^-?[0-9]+(\\.[0-9]+)?$' AND ${b} ~ '^-?[0-9]+(\\.[0-9]+)?$' THEN ${a}::numeric > ${b}::numeric
 		ELSE ${a} COLLATE "C" > ${b} COLLATE "C" END)`;
 
-/** A renewed claim as the statement answers it: namespace, key, step, then the columns below. */
-type RenewedClaim = unknown[];
-
-/**
- * What every new claim of one statement shares: attempts 1, nothing carried over, and the
- * statement's now() as first seen and updated. Its Dates are built once and shared by the records
- * of all new claims (records are values; nothing mutates them).
- */
-interface NewClaim {
-	at: Date;
+/** What a claim carries beyond the request: the same for every new claim, read back for a renewed one. */
+interface ClaimFacts {
+	attempts: number;
+	previousStatus: Status | null;
+	previousPhase: string | null;
+	externalId: string | null;
+	result: unknown;
+	firstSeenAt: Date;
+	updatedAt: Date;
 	expiresAt: Date;
 	leaseExpiresAt: Date | null;
 }
 
-const newClaimAnswer = (now: number, holder: string | null, options: ClaimOptions): NewClaim => ({
-	at: new Date(now),
-	expiresAt: new Date(now + options.ttlMs),
-	leaseExpiresAt: holder === null ? null : new Date(now + options.leaseMs),
-});
+/**
+ * Every new claim of one statement: attempts 1, nothing carried over, the statement's now() as
+ * first seen and updated. One object, and one set of Dates, for all of them (records are values;
+ * nothing mutates them).
+ */
+function newClaimFacts(now: number, holder: string | null, options: ClaimOptions): ClaimFacts {
+	const at = new Date(now);
+	return {
+		attempts: 1,
+		previousStatus: null,
+		previousPhase: null,
+		externalId: null,
+		result: null,
+		firstSeenAt: at,
+		updatedAt: at,
+		expiresAt: new Date(now + options.ttlMs),
+		leaseExpiresAt: holder === null ? null : new Date(now + options.leaseMs),
+	};
+}
 
-function claimedOutcome(r: ClaimRequest, status: Status, holder: string | null, options: ClaimOptions, answer: RenewedClaim | NewClaim): ClaimOutcome {
-	let record: LedgerRecord;
-	if (Array.isArray(answer)) {
-		const [, , , attempts, previousStatus, externalId, result, firstSeenAt, updatedAt, previousPhase] = answer as [
-			string, string, string, number, Status | null, string | null, unknown, number, number, string | null,
-		];
-		record = {
-			namespace: r.namespace,
-			key: r.key,
-			step: r.step,
-			status,
-			leaseHolder: holder,
-			leaseExpiresAt: holder === null ? null : new Date(updatedAt + options.leaseMs),
-			fingerprint: r.fingerprint,
-			version: r.version ?? null,
-			externalId,
-			result,
-			attempts,
-			previousStatus,
-			firstSeenAt: new Date(firstSeenAt),
-			updatedAt: new Date(updatedAt),
-			expiresAt: new Date(updatedAt + options.ttlMs),
-			phase: null,
-		};
-		return { kind: 'claimed', record, previousStatus, previousPhase: previousPhase ?? null };
-	}
-	record = {
+/** A renewed claim as the statement answers it: namespace, key, step, then these columns. */
+function renewedClaimFacts(row: unknown[], holder: string | null, options: ClaimOptions): ClaimFacts {
+	const [, , , attempts, previousStatus, externalId, result, firstSeenAt, updatedAt, previousPhase] = row as [
+		string, string, string, number, Status | null, string | null, unknown, number, number, string | null,
+	];
+	return {
+		attempts,
+		previousStatus,
+		previousPhase: previousPhase ?? null,
+		externalId,
+		result,
+		firstSeenAt: new Date(firstSeenAt),
+		updatedAt: new Date(updatedAt),
+		expiresAt: new Date(updatedAt + options.ttlMs),
+		leaseExpiresAt: holder === null ? null : new Date(updatedAt + options.leaseMs),
+	};
+}
+
+function claimedOutcome(r: ClaimRequest, status: Status, holder: string | null, facts: ClaimFacts): ClaimOutcome {
+	const record: LedgerRecord = {
 		namespace: r.namespace,
 		key: r.key,
 		step: r.step,
 		status,
 		leaseHolder: holder,
-		leaseExpiresAt: answer.leaseExpiresAt,
+		leaseExpiresAt: facts.leaseExpiresAt,
 		fingerprint: r.fingerprint,
 		version: r.version ?? null,
-		externalId: null,
-		result: null,
-		attempts: 1,
-		previousStatus: null,
-		firstSeenAt: answer.at,
-		updatedAt: answer.at,
-		expiresAt: answer.expiresAt,
+		externalId: facts.externalId,
+		result: facts.result,
+		attempts: facts.attempts,
+		previousStatus: facts.previousStatus,
+		firstSeenAt: facts.firstSeenAt,
+		updatedAt: facts.updatedAt,
+		expiresAt: facts.expiresAt,
 		phase: null,
 	};
-	return { kind: 'claimed', record, previousStatus: null, previousPhase: null };
+	return { kind: 'claimed', record, previousStatus: facts.previousStatus, previousPhase: facts.previousPhase };
 }
 
 /** The one row a claim statement answers (see claimSql). */
@@ -439,7 +445,7 @@ SELECT
 			for (const row of answer.blocked) blocked[(row[0] as number) - 1] = row;
 			const lost = new Set((answer.unresolved ?? []).map((ord) => ord - 1));
 			const renewed = new Map(answer.renewed.map((row) => [idKey(row[0] as string, row[1] as string, row[2] as string), row]));
-			const fresh = newClaimAnswer(answer.now, holder, options);
+			const fresh = newClaimFacts(answer.now, holder, options);
 			const unresolved: number[] = [];
 			for (let position = 0; position < pending.length; position++) {
 				const index = pending[position];
@@ -451,7 +457,7 @@ SELECT
 					unresolved.push(index);
 				} else {
 					const again = renewed.size > 0 ? renewed.get(idKey(r.namespace, r.key, r.step)) : undefined;
-					outcomes[index] = claimedOutcome(r, status, holder, options, again ?? fresh);
+					outcomes[index] = claimedOutcome(r, status, holder, again ? renewedClaimFacts(again, holder, options) : fresh);
 				}
 			}
 			// A row committed by a concurrent claim after this statement's snapshot blocks the
