@@ -148,13 +148,22 @@ export function parameterSource(ctx: IExecuteFunctions, name: string): ValueSour
 	if (typeof raw !== 'string' || !raw.startsWith('=')) {
 		return { kind: 'constant', read: () => raw };
 	}
+	return expressionSource(ctx, name, raw);
+}
+
+/**
+ * A parameter whose raw value `raw` holds an expression: read from the item when it is a plain
+ * `$json` path or text built from such paths, evaluated by n8n per item otherwise (`fallback` as
+ * in getNodeParameter).
+ */
+export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unknown, fallback?: unknown): ValueSource {
 	const path = simpleJsonPath(raw);
 	if (path) return { kind: 'fast', read: (_i, item) => readPath(item.json, path) };
 	const template = jsonPathTemplate(raw);
 	if (template) {
-		return { kind: 'fast', read: (i, item) => fillTemplate(template, item.json) ?? ctx.getNodeParameter(name, i) };
+		return { kind: 'fast', read: (i, item) => fillTemplate(template, item.json) ?? ctx.getNodeParameter(name, i, fallback) };
 	}
-	return { kind: 'engine', read: (i) => ctx.getNodeParameter(name, i) };
+	return { kind: 'engine', read: (i) => ctx.getNodeParameter(name, i, fallback) };
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { LedgerInputError } from '../../lib/ledger/errors';
-import { fillTemplate, jsonPathTemplate, readPath, simpleJsonPath } from '../../lib/n8n/keySource';
+import { expressionSource } from '../../lib/n8n/keySource';
 
 /**
  * A per-item parameter without paying for n8n's expression engine when it is not needed: a value
@@ -24,11 +24,7 @@ export function itemParam(ctx: IExecuteFunctions, name: string, fallback: unknow
 		const value = ctx.getNodeParameter(name, 0, fallback);
 		return () => value;
 	}
-	const path = simpleJsonPath(raw);
-	if (path) return (_i, item) => readPath(item.json, path);
-	const template = jsonPathTemplate(raw);
-	if (template) return (i, item) => fillTemplate(template, item.json) ?? ctx.getNodeParameter(name, i, fallback);
-	return (i) => ctx.getNodeParameter(name, i, fallback);
+	return expressionSource(ctx, name, raw, fallback).read;
 }
 
 /** Text: numbers print as numbers; missing is '' (or an error when required). */
