@@ -1,6 +1,8 @@
 import type { ClaimMode, ClaimOutcome, ClaimRequest, LedgerRecord } from './types';
 
-const rowId = (r: ClaimRequest) => `${r.namespace}\u0000${r.key}\u0000${r.step}`;
+/** A row's identity as one string: namespace, key and step joined by NUL. */
+export const idKey = (ns: string, key: string, step: string) => `${ns}\u0000${key}\u0000${step}`;
+const rowId = (r: ClaimRequest) => idKey(r.namespace, r.key, r.step);
 
 /**
  * Duplicates inside one batch resolve before any storage is touched: the first request for a

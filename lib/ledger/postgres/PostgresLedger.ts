@@ -1,7 +1,7 @@
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 
 import { CheckpointRegressionError, LedgerError, LedgerInputError } from '../errors';
-import { classifyExisting, resolveBatch } from '../claims';
+import { classifyExisting, idKey, resolveBatch } from '../claims';
 import type {
 	Checkpoint,
 	ClaimOptions,
@@ -212,7 +212,6 @@ interface ClaimAnswer extends QueryResultRow {
 	unresolved: number[] | null;
 }
 
-const idKey = (ns: string, key: string, step: string) => `${ns}\u0000${key}\u0000${step}`;
 
 export class PostgresLedger implements Ledger {
 	private readonly pool: Pool;

@@ -1,6 +1,6 @@
 import type { ChainableCommander, Cluster, Redis } from 'ioredis';
 
-import { classifyExisting, resolveBatch } from '../claims';
+import { classifyExisting, idKey, resolveBatch } from '../claims';
 import { CheckpointRegressionError, LedgerError } from '../errors';
 import type {
 	Checkpoint,
@@ -48,7 +48,6 @@ interface Call {
 /** Optional text in script arguments: '' is null, anything else is prefixed with '='. */
 const opt = (v: string | null | undefined) => (v === null || v === undefined ? '' : `=${v}`);
 const date = (v: number | null | undefined) => (v === null || v === undefined ? null : new Date(v));
-const idKey = (ns: string, key: string, step: string) => `${ns}\u0000${key}\u0000${step}`;
 
 /** A row as the scripts return it: its JSON text. */
 function toRecord(namespace: string, text: unknown): LedgerRecord {
