@@ -686,23 +686,29 @@ export class N8nInstance {
 			else env[k] = v;
 		}
 		const started = performance.now();
+		// stdout goes to a file, not a pipe: n8n exits right after printing the run, and Node drops
+		// what it has not yet written to a pipe at exit (seen: a 10,000-item run cut off mid-JSON
+		// with exit code 0). Writes to a file are synchronous, so the file holds all of it.
+		const stdoutFile = path.join(os.tmpdir(), `n8n-execute-${id}-${randomBytes(4).toString('hex')}.json`);
+		const stdoutFd = fs.openSync(stdoutFile, 'w');
 		const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
 			const child = spawn(this.runtime.nodeBin, [this.runtime.n8nBin, 'execute', `--id=${id}`, '--rawOutput'], {
 				cwd: this.userFolder,
 				env,
 				detached: true,
-				stdio: ['ignore', 'pipe', 'pipe'],
+				stdio: ['ignore', stdoutFd, 'pipe'],
 			});
 			track(child);
-			const out: Buffer[] = [];
 			const err: Buffer[] = [];
-			child.stdout!.on('data', (c: Buffer) => out.push(c));
 			child.stderr!.on('data', (c: Buffer) => err.push(c));
 			const timer = setTimeout(() => killGroup(child, 'SIGKILL'), opts.timeoutMs ?? 10 * 60_000);
 			child.once('close', (code) => {
 				clearTimeout(timer);
 				killGroup(child, 'SIGKILL'); // a task runner left behind
-				resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+				fs.closeSync(stdoutFd);
+				const stdout = fs.readFileSync(stdoutFile, 'utf8');
+				fs.rmSync(stdoutFile, { force: true });
+				resolve({ code, stdout, stderr: Buffer.concat(err).toString('utf8') });
 			});
 		});
 		const ms = performance.now() - started;
