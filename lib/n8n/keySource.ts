@@ -1,6 +1,7 @@
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { LedgerInputError } from '../ledger/errors';
+import { batchedReader, itemLocalExpression } from './batchedExpression';
 
 /**
  * Reading per-item values without paying for n8n's expression engine where it is not needed.
@@ -130,8 +131,11 @@ export const formatPath = (path: PathSegment[]) =>
 	path.map((s, i) => (typeof s === 'number' ? `[${s}]` : IDENT.test(s) && IDENT.exec(s)![0] === s ? (i ? `.${s}` : s) : `[${JSON.stringify(s)}]`)).join('');
 
 export interface ValueSource {
-	/** How the value is read: a constant, a field of the item, a simple `$json` expression, or the expression engine. */
-	kind: 'constant' | 'field' | 'fast' | 'engine';
+	/**
+	 * How the value is read: a constant, a field of the item, a simple `$json` expression, the
+	 * expression engine for many items per call (`batched`), or the expression engine per item.
+	 */
+	kind: 'constant' | 'field' | 'fast' | 'batched' | 'engine';
 	read(itemIndex: number, item: INodeExecutionData): unknown;
 }
 
@@ -140,21 +144,22 @@ export function fieldSource(path: PathSegment[]): ValueSource {
 }
 
 /**
- * A node parameter that may hold an expression: constant when it has none, read directly when it
- * is a plain `$json` path or text built from such paths, and evaluated by n8n per item otherwise.
+ * A node parameter that may hold an expression: constant when it has none, otherwise read as
+ * expressionSource says (`fallback` as in getNodeParameter, for a parameter that may be absent).
  */
-export function parameterSource(ctx: IExecuteFunctions, name: string): ValueSource {
-	const raw = ctx.getNodeParameter(name, 0, undefined, { rawExpressions: true });
+export function parameterSource(ctx: IExecuteFunctions, name: string, fallback?: unknown): ValueSource {
+	const raw = ctx.getNodeParameter(name, 0, fallback, { rawExpressions: true });
 	if (typeof raw !== 'string' || !raw.startsWith('=')) {
 		return { kind: 'constant', read: () => raw };
 	}
-	return expressionSource(ctx, name, raw);
+	return expressionSource(ctx, name, raw, fallback);
 }
 
 /**
  * A parameter whose raw value `raw` holds an expression: read from the item when it is a plain
- * `$json` path or text built from such paths, evaluated by n8n per item otherwise (`fallback` as
- * in getNodeParameter).
+ * `$json` path or text built from such paths; evaluated by n8n for many items per call when it
+ * reads the item only through `$json`; evaluated by n8n per item otherwise (`fallback` as in
+ * getNodeParameter).
  */
 export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unknown, fallback?: unknown): ValueSource {
 	const path = simpleJsonPath(raw);
@@ -163,6 +168,9 @@ export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unkn
 	if (template) {
 		return { kind: 'fast', read: (i, item) => fillTemplate(template, item.json) ?? ctx.getNodeParameter(name, i, fallback) };
 	}
+	const expression = itemLocalExpression(raw);
+	const count = ctx.getInputData().length;
+	if (expression && count > 1) return { kind: 'batched', read: batchedReader(ctx, name, expression, count, fallback) };
 	return { kind: 'engine', read: (i) => ctx.getNodeParameter(name, i, fallback) };
 }
 

@@ -6,7 +6,7 @@ import { inputFromRequestBody, promptHash, type PromptEnvelope, type PromptInput
 import type { ClaimOptions, ClaimOutcome, ClaimRequest, Ledger, LedgerRecord } from '../../lib/ledger/types';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { FACTS_FIELD } from '../../lib/n8n/facts';
-import { parameterSource, readPath, simpleJsonPath, type ValueSource } from '../../lib/n8n/keySource';
+import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader, readDuration } from '../../lib/n8n/scope';
 import {
@@ -168,7 +168,7 @@ function readConfig(ctx: IExecuteFunctions): LookupConfig {
 	} else {
 		throw new LedgerInputError(`Unknown prompt source "${source}"`);
 	}
-	const force = optionalSource(ctx, 'options.forceRefresh', false);
+	const force = parameterSource(ctx, 'options.forceRefresh', false);
 	const whileComputing = ctx.getNodeParameter('whileComputing', 0, 'wait') as LookupConfig['whileComputing'];
 	return {
 		namespace: namespaceReader(ctx),
@@ -182,15 +182,6 @@ function readConfig(ctx: IExecuteFunctions): LookupConfig {
 		recordStats: options.recordStats !== false,
 		failOpen: options.failOpen === true,
 	};
-}
-
-/** Like parameterSource, for a parameter that may be absent (an option not added). */
-function optionalSource(ctx: IExecuteFunctions, name: string, fallback: unknown): ValueSource {
-	const raw = ctx.getNodeParameter(name, 0, fallback, { rawExpressions: true });
-	if (typeof raw !== 'string' || !raw.startsWith('=')) return { kind: 'constant', read: () => raw };
-	const path = simpleJsonPath(raw);
-	if (path) return { kind: 'fast', read: (_i, item) => readPath(item.json, path) };
-	return { kind: 'engine', read: (i) => ctx.getNodeParameter(name, i, fallback) };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -354,7 +345,7 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 	}
 	if (config.engineEvaluated && items.length >= 1000) {
 		this.addExecutionHints({
-			message: `The prompt fields are evaluated by n8n for each of ${items.length} items, which is slow. A plain {{ $json.field }} is read directly.`,
+			message: `The prompt fields are evaluated by n8n for each of ${items.length} items, which is slow. An expression that reads only $json is read directly or evaluated for many items at once; one that uses $('Node'), $itemIndex or the like, and any expression in Model Parameters, is evaluated per item.`,
 			location: 'outputPane',
 		});
 	}

@@ -4,8 +4,9 @@
  */
 import type { IDataObject, INodeExecutionData } from 'n8n-workflow';
 
-import { fillTemplate, jsonPathTemplate, readPath, simpleJsonPath, toKeyText } from '../../lib/n8n/keySource';
-import { evaluateParameterForItems } from '../support/engine';
+import { CHUNK, itemLocalExpression } from '../../lib/n8n/batchedExpression';
+import { expressionSource, fillTemplate, jsonPathTemplate, readPath, simpleJsonPath, toKeyText } from '../../lib/n8n/keySource';
+import { evaluateParameterForItems, type ParameterOutcome } from '../support/engine';
 
 /** Small deterministic PRNG (mulberry32), so a failure can be replayed. */
 function random(seed: number) {
@@ -131,4 +132,100 @@ describe('text templates built only from $json paths vs the expression engine', 
 			expect(jsonPathTemplate(expression)).toBeNull();
 		},
 	);
+});
+
+/**
+ * Expressions that read the item only through `$json` are evaluated by n8n's engine for a chunk of
+ * items per call. Each item must get exactly what a per-item getNodeParameter gives: the same
+ * value, or the same error.
+ */
+const itemLocal = [
+	"={{ 'k-' + $json.id }}",
+	'={{ $json.id.toString() }}',
+	'={{ $json["order id"] ?? $json.id }}',
+	"={{ $json.data.object.id + '/' + $json.items[0].id }}",
+	'={{ String($json.id).toUpperCase().trim() }}',
+	"={{ String($json.id).hash('sha256') }}",
+	'={{ Number($json.id) + 1 }}',
+	"={{ $json.id === null ? 'none' : $json.items }}",
+];
+
+describe('item-local expressions evaluated in batches vs per item', () => {
+	const rnd = random(20261124);
+	// More than two chunks, so that chunk boundaries are crossed.
+	const items: INodeExecutionData[] = Array.from({ length: 2 * CHUNK + 100 }, () => ({ json: payload(rnd) }));
+
+	test.each(itemLocal)('%s gives each item what getNodeParameter gives it', async (expression) => {
+		expect(itemLocalExpression(expression)).not.toBeNull();
+		const perItem = await evaluateParameterForItems({ key: expression }, items, 'key');
+		let engineCalls = 0;
+		let itemCalls = 0;
+		let kind = '';
+		const batched = await evaluateParameterForItems({ key: expression }, items, 'key', {
+			reader: (ctx) => {
+				const counting = new Proxy(ctx, {
+					get(target, property) {
+						const value = Reflect.get(target, property);
+						if (typeof value !== 'function') return value;
+						return (...args: unknown[]) => {
+							if (property === 'evaluateExpression') engineCalls++;
+							if (property === 'getNodeParameter') itemCalls++;
+							return value.apply(target, args);
+						};
+					},
+				});
+				const source = expressionSource(counting, 'key', expression);
+				kind = source.kind;
+				const input = ctx.getInputData();
+				return (i) => source.read(i, input[i]);
+			},
+		});
+		expect(kind).toBe('batched');
+		expect(batched).toHaveLength(items.length);
+		let values = 0;
+		const answered: boolean[] = [];
+		items.forEach((item, i) => {
+			const [a, b] = [perItem[i], batched[i]];
+			const show = (o: ParameterOutcome) => (o.ok ? JSON.stringify(o.value) : `error ${o.error.message}`);
+			if (a.ok !== b.ok || (a.ok && b.ok && JSON.stringify(a.value) !== JSON.stringify(b.value)) || (!a.ok && !b.ok && a.error.message !== b.error.message)) {
+				throw new Error(`item ${i} ${JSON.stringify(item.json)}: per item ${show(a)}, batched ${show(b)}`);
+			}
+			if (a.ok) values++;
+			answered.push(a.ok && (typeof a.value === 'string' || (typeof a.value === 'number' && Number.isFinite(a.value))));
+		});
+		expect(values).toBeGreaterThan(100);
+		// One engine call per chunk; only items whose answer is not text or a number, or that
+		// failed, are evaluated again on their own, so that their value or error is n8n's. After a
+		// chunk where those are the majority, the rest goes per item.
+		let [expectedEngineCalls, expectedItemCalls] = [0, 0];
+		for (let start = 0; start < items.length; start += CHUNK) {
+			const chunk = answered.slice(start, start + CHUNK);
+			const misses = chunk.filter((ok) => !ok).length;
+			expectedEngineCalls++;
+			expectedItemCalls += misses;
+			if (misses > chunk.length / 2) {
+				expectedItemCalls += items.length - start - chunk.length;
+				break;
+			}
+		}
+		expect(engineCalls).toBe(expectedEngineCalls);
+		expect(itemCalls).toBe(expectedItemCalls);
+		// The batch answered a real share of the items on its own.
+		expect(items.length - itemCalls).toBeGreaterThan(50);
+	});
+
+	test('an expression the engine cannot run in a batch is evaluated per item, with n8n’s own errors', async () => {
+		const expression = '={{ $json.id ) }}';
+		expect(itemLocalExpression(expression)).not.toBeNull();
+		const sample = items.slice(0, 5);
+		const perItem = await evaluateParameterForItems({ key: expression }, sample, 'key');
+		const batched = await evaluateParameterForItems({ key: expression }, sample, 'key', {
+			reader: (ctx) => {
+				const source = expressionSource(ctx, 'key', expression);
+				const input = ctx.getInputData();
+				return (i) => source.read(i, input[i]);
+			},
+		});
+		expect(batched.map((o) => (o.ok ? o.value : o.error.message))).toEqual(perItem.map((o) => (o.ok ? o.value : o.error.message)));
+	});
 });

@@ -432,6 +432,11 @@ export interface EvaluateParameterOptions {
 	sourceName?: string;
 	/** Name of the node that reads the parameter. Default 'Probe'. */
 	probeName?: string;
+	/**
+	 * How Probe reads the parameter: made once per execution from Probe's context, then called
+	 * per item. Default: `getNodeParameter(parameterName, i)`.
+	 */
+	reader?: (ctx: IExecuteFunctions) => (itemIndex: number) => unknown;
 }
 
 const PROBE_SOURCE_TYPE = 'engineHarness.probeSource';
@@ -487,9 +492,10 @@ export async function evaluateParameterForItems(
 		},
 		async execute(this: IExecuteFunctions) {
 			const input = this.getInputData();
+			const read = options.reader ? options.reader(this) : (i: number) => this.getNodeParameter(parameterName, i);
 			for (let i = 0; i < input.length; i++) {
 				try {
-					outcomes.push({ ok: true, value: this.getNodeParameter(parameterName, i) });
+					outcomes.push({ ok: true, value: read(i) as NodeParameterValueType | object });
 				} catch (error) {
 					outcomes.push({ ok: false, error: error as Error });
 				}
