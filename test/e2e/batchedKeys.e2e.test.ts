@@ -1,0 +1,138 @@
+/**
+ * A key expression that reads the item only through `$json` is evaluated by n8n's engine for a
+ * chunk of items per call (lib/n8n/batchedExpression.ts). This proves, in a real n8n 2.40.7 on its
+ * default `vm` engine (isolated-vm), that each item still gets exactly the key, or the error, that
+ * per-item evaluation gives it.
+ *
+ * Per workflow: Items (1,200 varied payloads, three chunks) feed two Dedupe Gates. "Batched" has
+ * the expression as it is. "Per Item" has the same expression behind `$itemIndex >= 0 ? … : ''`,
+ * which means the same for every item but names `$itemIndex`, so it is evaluated per item. Both
+ * continue on error, so a failing item leaves on Duplicate with its message. The test compares,
+ * item by item, the key each gate recorded or the error it raised.
+ */
+import { randomUUID } from 'crypto';
+
+import { nodeExecutionTime, startN8n, type N8nInstance, type WorkflowJson } from './support/n8n';
+import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
+
+const PKG = 'n8n-nodes-idempotency';
+const ITEMS = 1_200;
+const table = uniqueLedgerTable('e2e_batched_keys');
+const ledger = new LedgerTables(table);
+
+const node = (name: string, type: string, typeVersion: number, position: [number, number], parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+	id: randomUUID(),
+	name,
+	type,
+	typeVersion,
+	position,
+	parameters,
+	...extra,
+});
+
+/** Every item carries its position, so outputs can be matched whatever route they took. */
+const ITEMS_CODE = `
+const shapes = [
+  (i) => ({ id: 'evt_' + i, email: 'User' + i + '@Example.COM ' }),
+  (i) => ({ id: i * 7, email: 'x' + i + '@a.b' }),
+  (i) => ({ id: null }),
+  (i) => ({}),
+  (i) => ({ id: { nested: i } }),
+  (i) => ({ id: ['a', i] }),
+  (i) => ({ id: '  spaced ' + i + '  ', email: 42 }),
+  (i) => ({ id: 'ünïcødé ✓ ' + i, email: '' }),
+  (i) => ({ id: 1e21 + i, email: null }),
+  (i) => ({ id: true }),
+];
+return Array.from({ length: ${ITEMS} }, (_, i) => ({ json: { pos: i, ...shapes[i % shapes.length](i) } }));`;
+
+function workflow(expression: string, credentialId: string, namespace: string): WorkflowJson {
+	const credentials = { idempotencyPostgresApi: { id: credentialId, name: 'Ledger' } };
+	const body = expression.replace(/^=\{\{([\s\S]*)\}\}$/, '$1');
+	const gate = (name: string, y: number, keyExpression: string) =>
+		node(name, `${PKG}.dedupeGate`, 1, [440, y], { scope: 'shared', namespace: `${namespace}-${name}`, keySource: 'expression', keyExpression }, { credentials, onError: 'continueRegularOutput' });
+	return {
+		name: `batched keys ${expression}`,
+		nodes: [
+			node('Start', 'n8n-nodes-base.manualTrigger', 1, [0, 0], {}),
+			node('Items', 'n8n-nodes-base.code', 2, [220, 0], { jsCode: ITEMS_CODE }),
+			gate('Batched', -100, expression),
+			gate('Per Item', 100, `={{ $itemIndex >= 0 ? (${body}) : '' }}`),
+		],
+		connections: {
+			Start: { main: [[{ node: 'Items', type: 'main', index: 0 }]] },
+			Items: {
+				main: [
+					[
+						{ node: 'Batched', type: 'main', index: 0 },
+						{ node: 'Per Item', type: 'main', index: 0 },
+					],
+				],
+			},
+		},
+		settings: { executionOrder: 'v1' },
+	};
+}
+
+/** pos → the key the gate recorded, or `error: <message>`, from every output of the gate. */
+function answers(run: any, gate: string): Map<number, string> {
+	const outputs: Array<Array<{ json: any }>> = run.data.resultData.runData[gate][0].data.main;
+	const byPos = new Map<number, string>();
+	for (const output of outputs) {
+		for (const { json } of output ?? []) {
+			byPos.set(json.pos, json.error !== undefined ? `error: ${json.error}` : `key: ${json.idempotency.key}`);
+		}
+	}
+	return byPos;
+}
+
+/** Each expression, and whether some of the payloads make it fail (missing, an object, a list, true). */
+const expressions: Array<[string, boolean]> = [
+	// Text building never fails: an object prints as "[object Object]", on both sides.
+	["={{ 'k-' + $json.id }}", false],
+	['={{ $json.email.toLowerCase().trim() }}', true],
+	["={{ $json.id ?? 'none' }}", true],
+	// An n8n extension function; String() makes every item a text.
+	["={{ String($json.id).hash('sha256') }}", false],
+];
+
+describe('e2e: item-local key expressions, batched, in a real n8n (default vm engine)', () => {
+	let n8n: N8nInstance | undefined;
+	let credentialId: string;
+	const figures: string[] = [];
+
+	beforeAll(async () => {
+		n8n = await startN8n({ withPackage: true });
+		await n8n.setupOwner();
+		await n8n.createApiKey();
+		credentialId = (await n8n.createCredential({ name: 'Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) })).id;
+	});
+
+	afterAll(async () => {
+		if (n8n) console.log(`n8n log: ${n8n.logFile}\n${figures.join('\n')}`);
+		await n8n?.stop();
+		await ledger.drop();
+	});
+
+	test.each(expressions)('%s: every item gets the key, or the error, that per-item evaluation gives it', async (expression, failures) => {
+		const { run } = await n8n!.executeCli(workflow(expression, credentialId, `batched-${randomUUID().slice(0, 8)}`));
+		const batched = answers(run, 'Batched');
+		const perItem = answers(run, 'Per Item');
+		expect(batched.size).toBe(ITEMS);
+		expect(perItem.size).toBe(ITEMS);
+		let keys = 0;
+		let errors = 0;
+		for (let pos = 0; pos < ITEMS; pos++) {
+			expect(`${pos}: ${batched.get(pos)}`).toBe(`${pos}: ${perItem.get(pos)}`);
+			if (batched.get(pos)!.startsWith('key: ')) keys++;
+			else errors++;
+		}
+		// The payloads give real keys and real failures (missing, object, list) on both sides.
+		expect(keys).toBeGreaterThan(ITEMS / 10);
+		if (failures) expect(errors).toBeGreaterThan(ITEMS / 10);
+		else expect(errors).toBe(0);
+		figures.push(
+			`${expression}: ${keys} keys, ${errors} errors alike; executionTime batched ${nodeExecutionTime(run, 'Batched')} ms, per item ${nodeExecutionTime(run, 'Per Item')} ms (${ITEMS} items)`,
+		);
+	});
+});
