@@ -1,13 +1,13 @@
-import type { IExecuteFunctions } from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 /**
  * Evaluating an expression costs n8n a fixed 0.1–0.6 ms per call, whatever the expression
  * (0.6 ms on its default `vm` engine), so an expression read per item is most of a node's time
  * on a large input. An expression that reads the item only through `$json` means the same thing
- * for item k as for item 0 with `$json` bound to item k's data. n8n's own engine can therefore
- * evaluate it for a whole chunk of items in one call: `$item(k).$json` is the very data proxy
- * n8n builds for item k. The engine still does all of the work (syntax, extensions, sandbox);
- * this module only decides when that is safe and unpacks the answers.
+ * for item k as for item 0 with `$json` bound to item k's data: `$input.all()[k].json`, or
+ * `$item(k).$json`, the data proxy n8n builds for item k. n8n's own engine can therefore evaluate
+ * it for many items in one call. The engine still does all of the work (syntax, extensions,
+ * sandbox); this module only decides when that is safe and unpacks the answers.
  */
 
 /** Bare names an expression may use and still mean the same for every item. */
@@ -125,54 +125,85 @@ function comparisonEnd(text: string, at: number): number {
 	return ok && text[end] !== '>' ? end : -1;
 }
 
-/** Items per engine call: well inside n8n's default 5 s expression timeout, even for slow expressions. */
+/** Items per engine call through `$item(k)`: well inside n8n's default 5 s expression timeout. */
 export const CHUNK = 500;
 
 /**
- * Reads expression `expression` (from itemLocalExpression) of parameter `name` for each of `count`
- * items, `CHUNK` items per engine call. Text and finite numbers come from the batched call; an
- * item whose value is anything else, or that failed, is evaluated on its own with
- * `getNodeParameter`, so its value or its error is exactly n8n's. If a whole chunk cannot be
- * evaluated, every item falls back to getNodeParameter.
+ * An input of at most this many items and this size as JSON goes to the engine whole
+ * (`$input.all()`, one call). The `vm` engine copies it into its isolate, whose memory limit is
+ * 128 MB by default and 8 MB at the least n8n accepts; running out would dispose the isolate for
+ * the rest of the execution. 10,000 items of 0.97 MB ran at that 8 MB limit in n8n 2.40.7.
+ * Larger inputs are read through `$item(k)`, which copies only the fields the expression touches
+ * but costs n8n ~50 µs per item (it builds a whole data proxy for each).
+ */
+export const WHOLE_INPUT_ITEMS = 10_000;
+export const WHOLE_INPUT_BYTES = 1 << 20;
+
+/**
+ * Reads expression `expression` (from itemLocalExpression) of parameter `name` for each of
+ * `items`, in as few engine calls as is safe. Text and finite numbers come from the batched call;
+ * an item whose value is anything else, or that failed, is evaluated on its own with
+ * `getNodeParameter`, so its value or its error is exactly n8n's. After a call that could not be
+ * evaluated, or whose answers were mostly of that kind, the rest is evaluated per item.
  */
 export function batchedReader(
 	ctx: IExecuteFunctions,
 	name: string,
 	expression: string,
-	count: number,
+	items: INodeExecutionData[],
 	fallback?: unknown,
+	wholeInputBytes = WHOLE_INPUT_BYTES,
 ): (itemIndex: number) => unknown {
+	const count = items.length;
+	const whole = count <= WHOLE_INPUT_ITEMS && fitsWithin(items, wholeInputBytes);
+	const size = whole ? count : CHUNK;
+	// `$itemIndex` is the chunk's first item here. The expression sits on lines of its own so that
+	// nothing in it can swallow the wrapper.
+	const bind = `(($json) => (\n${expression}\n))`;
+	const call = (length: number) =>
+		whole
+			? `{{ $input.all().map((__item) => { try { return [${bind}(__item.json)]; } catch (__e) { return null; } }) }}`
+			: `{{ Array.from({ length: ${length} }, (__, __k) => { try { return [${bind}($item($itemIndex + __k).$json)]; } catch (__e) { return null; } }) }}`;
 	const chunks = new Map<number, unknown[] | null>();
 	let batching = true;
 	const perItem = (i: number) => ctx.getNodeParameter(name, i, fallback);
 	const evaluate = (start: number): unknown[] | null => {
-		const length = Math.min(CHUNK, count - start);
-		// `$itemIndex` is `start` here; `$item(k).$json` is item k's own `$json`. The expression sits
-		// on lines of its own so that nothing in it can swallow the wrapper.
-		const batch =
-			`{{ Array.from({ length: ${length} }, (__, __k) => { try { return [(($json) => (\n${expression}\n))($item($itemIndex + __k).$json)]; } ` +
-			'catch (__e) { return null; } }) }}';
+		const length = Math.min(size, count - start);
 		try {
-			const result = ctx.evaluateExpression(batch, start);
+			const result = ctx.evaluateExpression(call(length), start);
 			return Array.isArray(result) && result.length === length ? result : null;
 		} catch {
 			return null;
 		}
 	};
 	return (i) => {
-		const chunk = Math.floor(i / CHUNK);
+		const chunk = Math.floor(i / size);
 		let values = chunks.get(chunk);
 		if (values === undefined) {
 			if (!batching) return perItem(i);
-			values = evaluate(chunk * CHUNK);
+			values = evaluate(chunk * size);
 			chunks.set(chunk, values);
 			// An expression the engine cannot run in a batch will not run in the next chunk either;
 			// one whose answers are mostly not text or numbers would pay twice for most items.
 			if (values === null || values.filter(isAnswer).length < values.length / 2) batching = false;
 		}
-		const answer = values?.[i - chunk * CHUNK];
+		const answer = values?.[i - chunk * size];
 		return isAnswer(answer) ? answer[0] : perItem(i);
 	};
+}
+
+/** Whether the items, as JSON, add up to at most `limit` characters (stops counting beyond it). */
+function fitsWithin(items: INodeExecutionData[], limit: number): boolean {
+	let size = 0;
+	try {
+		for (const item of items) {
+			size += JSON.stringify(item).length;
+			if (size > limit) return false;
+		}
+	} catch {
+		return false;
+	}
+	return true;
 }
 
 /** `[text]` or `[finite number]`: a value the batch may answer for its item. */

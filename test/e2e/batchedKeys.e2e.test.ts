@@ -4,7 +4,10 @@
  * default `vm` engine (isolated-vm), that each item still gets exactly the key, or the error, that
  * per-item evaluation gives it.
  *
- * Per workflow: Items (1,200 varied payloads, three chunks) feed two Dedupe Gates. "Batched" has
+ * Both ways of batching: 1,200 small items go to the engine whole (`$input.all()`, one call);
+ * padded to over 1 MB, they go in chunks of 500 through `$item(k)` (three calls).
+ *
+ * Per workflow: Items (1,200 varied payloads) feed two Dedupe Gates. "Batched" has
  * the expression as it is. "Per Item" has the same expression behind `$itemIndex >= 0 ? … : ''`,
  * which means the same for every item but names `$itemIndex`, so it is evaluated per item. Both
  * continue on error, so a failing item leaves on Duplicate with its message. The test compares,
@@ -31,7 +34,7 @@ const node = (name: string, type: string, typeVersion: number, position: [number
 });
 
 /** Every item carries its position, so outputs can be matched whatever route they took. */
-const ITEMS_CODE = `
+const itemsCode = (padding: number) => `
 const shapes = [
   (i) => ({ id: 'evt_' + i, email: 'User' + i + '@Example.COM ' }),
   (i) => ({ id: i * 7, email: 'x' + i + '@a.b' }),
@@ -44,9 +47,9 @@ const shapes = [
   (i) => ({ id: 1e21 + i, email: null }),
   (i) => ({ id: true }),
 ];
-return Array.from({ length: ${ITEMS} }, (_, i) => ({ json: { pos: i, ...shapes[i % shapes.length](i) } }));`;
+return Array.from({ length: ${ITEMS} }, (_, i) => ({ json: { pos: i, ...shapes[i % shapes.length](i), ...(${padding} ? { pad: 'x'.repeat(${padding}) } : {}) } }));`;
 
-function workflow(expression: string, credentialId: string, namespace: string): WorkflowJson {
+function workflow(expression: string, credentialId: string, namespace: string, padding: number): WorkflowJson {
 	const credentials = { idempotencyPostgresApi: { id: credentialId, name: 'Ledger' } };
 	const body = expression.replace(/^=\{\{([\s\S]*)\}\}$/, '$1');
 	const gate = (name: string, y: number, keyExpression: string) =>
@@ -55,7 +58,7 @@ function workflow(expression: string, credentialId: string, namespace: string): 
 		name: `batched keys ${expression}`,
 		nodes: [
 			node('Start', 'n8n-nodes-base.manualTrigger', 1, [0, 0], {}),
-			node('Items', 'n8n-nodes-base.code', 2, [220, 0], { jsCode: ITEMS_CODE }),
+			node('Items', 'n8n-nodes-base.code', 2, [220, 0], { jsCode: itemsCode(padding) }),
 			gate('Batched', -100, expression),
 			gate('Per Item', 100, `={{ $itemIndex >= 0 ? (${body}) : '' }}`),
 		],
@@ -86,14 +89,21 @@ function answers(run: any, gate: string): Map<number, string> {
 	return byPos;
 }
 
-/** Each expression, and whether some of the payloads make it fail (missing, an object, a list, true). */
-const expressions: Array<[string, boolean]> = [
+/**
+ * Each expression; whether some of the payloads make it fail (missing, an object, a list, true);
+ * and how the gate batches it: 1,200 small items (well under 1 MB) go to the engine whole
+ * (`$input.all()`); padded to 1 KB each, they go in chunks of 500 through `$item(k)`.
+ */
+const expressions: Array<[string, 'whole input' | 'chunks', boolean, number]> = [
 	// Text building never fails: an object prints as "[object Object]", on both sides.
-	["={{ 'k-' + $json.id }}", false],
-	['={{ $json.email.toLowerCase().trim() }}', true],
-	["={{ $json.id ?? 'none' }}", true],
+	["={{ 'k-' + $json.id }}", 'whole input', false, 0],
+	['={{ $json.email.toLowerCase().trim() }}', 'whole input', true, 0],
+	["={{ $json.id ?? 'none' }}", 'whole input', true, 0],
 	// An n8n extension function; String() makes every item a text.
-	["={{ String($json.id).hash('sha256') }}", false],
+	["={{ String($json.id).hash('sha256') }}", 'whole input', false, 0],
+	["={{ 'k-' + $json.id }}", 'chunks', false, 1_000],
+	["={{ $json.id ?? 'none' }}", 'chunks', true, 1_000],
+	["={{ String($json.id).hash('sha256') }}", 'chunks', false, 1_000],
 ];
 
 describe('e2e: item-local key expressions, batched, in a real n8n (default vm engine)', () => {
@@ -114,8 +124,8 @@ describe('e2e: item-local key expressions, batched, in a real n8n (default vm en
 		await ledger.drop();
 	});
 
-	test.each(expressions)('%s: every item gets the key, or the error, that per-item evaluation gives it', async (expression, failures) => {
-		const { run } = await n8n!.executeCli(workflow(expression, credentialId, `batched-${randomUUID().slice(0, 8)}`));
+	test.each(expressions)('%s, %s: every item gets the key, or the error, that per-item evaluation gives it', async (expression, mode, failures, padding) => {
+		const { run } = await n8n!.executeCli(workflow(expression, credentialId, `batched-${randomUUID().slice(0, 8)}`, padding));
 		const batched = answers(run, 'Batched');
 		const perItem = answers(run, 'Per Item');
 		expect(batched.size).toBe(ITEMS);
@@ -132,7 +142,7 @@ describe('e2e: item-local key expressions, batched, in a real n8n (default vm en
 		if (failures) expect(errors).toBeGreaterThan(ITEMS / 10);
 		else expect(errors).toBe(0);
 		figures.push(
-			`${expression}: ${keys} keys, ${errors} errors alike; executionTime batched ${nodeExecutionTime(run, 'Batched')} ms, per item ${nodeExecutionTime(run, 'Per Item')} ms (${ITEMS} items)`,
+			`${expression}, ${mode}: ${keys} keys, ${errors} errors alike; executionTime batched ${nodeExecutionTime(run, 'Batched')} ms, per item ${nodeExecutionTime(run, 'Per Item')} ms (${ITEMS} items)`,
 		);
 	});
 });

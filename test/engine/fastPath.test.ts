@@ -4,7 +4,7 @@
  */
 import type { IDataObject, INodeExecutionData } from 'n8n-workflow';
 
-import { CHUNK, itemLocalExpression } from '../../lib/n8n/batchedExpression';
+import { batchedReader, CHUNK, itemLocalExpression, WHOLE_INPUT_BYTES, WHOLE_INPUT_ITEMS } from '../../lib/n8n/batchedExpression';
 import { expressionSource, fillTemplate, jsonPathTemplate, readPath, simpleJsonPath, toKeyText } from '../../lib/n8n/keySource';
 import { evaluateParameterForItems, type ParameterOutcome } from '../support/engine';
 
@@ -155,7 +155,15 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 	// More than two chunks, so that chunk boundaries are crossed.
 	const items: INodeExecutionData[] = Array.from({ length: 2 * CHUNK + 100 }, () => ({ json: payload(rnd) }));
 
-	test.each(itemLocal)('%s gives each item what getNodeParameter gives it', async (expression) => {
+	// Whole: the input is small, so it goes to the engine in one call ($input.all()). Chunked: as
+	// for an input over WHOLE_INPUT_BYTES, 500 items per call through $item(k).
+	const modes: Array<[string, number, number]> = [
+		['whole input', WHOLE_INPUT_BYTES, items.length],
+		['chunks of 500', 0, CHUNK],
+	];
+	const cases = modes.flatMap(([mode, bytes, size]) => itemLocal.map((expression) => [expression, mode, bytes, size] as const));
+
+	test.each(cases)('%s, %s: each item gets what getNodeParameter gives it', async (expression, _mode, wholeInputBytes, size) => {
 		expect(itemLocalExpression(expression)).not.toBeNull();
 		const perItem = await evaluateParameterForItems({ key: expression }, items, 'key');
 		let engineCalls = 0;
@@ -163,6 +171,7 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 		let kind = '';
 		const batched = await evaluateParameterForItems({ key: expression }, items, 'key', {
 			reader: (ctx) => {
+				kind = expressionSource(ctx, 'key', expression).kind;
 				const counting = new Proxy(ctx, {
 					get(target, property) {
 						const value = Reflect.get(target, property);
@@ -174,10 +183,7 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 						};
 					},
 				});
-				const source = expressionSource(counting, 'key', expression);
-				kind = source.kind;
-				const input = ctx.getInputData();
-				return (i) => source.read(i, input[i]);
+				return batchedReader(counting, 'key', itemLocalExpression(expression)!, ctx.getInputData(), undefined, wholeInputBytes);
 			},
 		});
 		expect(kind).toBe('batched');
@@ -194,12 +200,12 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 			answered.push(a.ok && (typeof a.value === 'string' || (typeof a.value === 'number' && Number.isFinite(a.value))));
 		});
 		expect(values).toBeGreaterThan(100);
-		// One engine call per chunk; only items whose answer is not text or a number, or that
+		// One engine call per chunk (or for all); only items whose answer is not text or a number, or that
 		// failed, are evaluated again on their own, so that their value or error is n8n's. After a
 		// chunk where those are the majority, the rest goes per item.
 		let [expectedEngineCalls, expectedItemCalls] = [0, 0];
-		for (let start = 0; start < items.length; start += CHUNK) {
-			const chunk = answered.slice(start, start + CHUNK);
+		for (let start = 0; start < items.length; start += size) {
+			const chunk = answered.slice(start, start + size);
 			const misses = chunk.filter((ok) => !ok).length;
 			expectedEngineCalls++;
 			expectedItemCalls += misses;
@@ -212,6 +218,36 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 		expect(itemCalls).toBe(expectedItemCalls);
 		// The batch answered a real share of the items on its own.
 		expect(items.length - itemCalls).toBeGreaterThan(50);
+	});
+
+	test('the input goes to the engine whole while it is small (items and JSON), else in chunks of 500', async () => {
+		const padded = items.map((item) => ({ json: { ...item.json, pad: 'x'.repeat(1_000) } }));
+		const many = Array.from({ length: WHOLE_INPUT_ITEMS + 1 }, (_, i) => ({ json: { id: i } }));
+		for (const [input, calls] of [
+			[items, 1],
+			[padded, Math.ceil(padded.length / CHUNK)],
+			[many, Math.ceil(many.length / CHUNK)],
+		] as const) {
+			let engineCalls = 0;
+			await evaluateParameterForItems({ key: "={{ 'k-' + $json.id }}" }, [...input], 'key', {
+				reader: (ctx) => {
+					const counting = new Proxy(ctx, {
+						get(target, property) {
+							const value = Reflect.get(target, property);
+							if (property === 'evaluateExpression') engineCalls++;
+							return typeof value === 'function' ? value.bind(target) : value;
+						},
+					});
+					const source = expressionSource(counting, 'key', "={{ 'k-' + $json.id }}");
+					const all = ctx.getInputData();
+					return (i) => source.read(i, all[i]);
+				},
+			});
+			expect(engineCalls).toBe(calls);
+		}
+		expect(JSON.stringify(items).length).toBeLessThan(WHOLE_INPUT_BYTES);
+		expect(JSON.stringify(padded).length).toBeGreaterThan(WHOLE_INPUT_BYTES);
+		expect(JSON.stringify(many).length).toBeLessThan(WHOLE_INPUT_BYTES);
 	});
 
 	test('an expression the engine cannot run in a batch is evaluated per item, with n8n’s own errors', async () => {
