@@ -192,18 +192,28 @@ export function batchedReader(
 	};
 }
 
+/** An input's size as JSON, counted up to the limit asked for, once for all of a node's parameters. */
+const measured = new WeakMap<INodeExecutionData[], { limit: number; fits: boolean }>();
+
 /** Whether the items, as JSON, add up to at most `limit` characters (stops counting beyond it). */
 function fitsWithin(items: INodeExecutionData[], limit: number): boolean {
+	const known = measured.get(items);
+	if (known?.limit === limit) return known.fits;
 	let size = 0;
+	let fits = true;
 	try {
 		for (const item of items) {
 			size += JSON.stringify(item).length;
-			if (size > limit) return false;
+			if (size > limit) {
+				fits = false;
+				break;
+			}
 		}
 	} catch {
-		return false;
+		fits = false;
 	}
-	return true;
+	measured.set(items, { limit, fits });
+	return fits;
 }
 
 /** `[text]` or `[finite number]`: a value the batch may answer for its item. */

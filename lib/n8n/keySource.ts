@@ -169,8 +169,10 @@ export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unkn
 		return { kind: 'fast', read: (i, item) => fillTemplate(template, item.json) ?? ctx.getNodeParameter(name, i, fallback) };
 	}
 	const expression = itemLocalExpression(raw);
-	const items = expression ? ctx.getInputData() : [];
-	if (items.length > 1) return { kind: 'batched', read: batchedReader(ctx, name, expression!, items, fallback) };
+	if (expression) {
+		const items = ctx.getInputData();
+		if (items.length > 1) return { kind: 'batched', read: batchedReader(ctx, name, expression, items, fallback) };
+	}
 	return { kind: 'engine', read: (i) => ctx.getNodeParameter(name, i, fallback) };
 }
 
