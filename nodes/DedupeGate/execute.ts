@@ -175,7 +175,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	}
 	if (config.keyKind === 'engine' && items.length >= 1000) {
 		this.addExecutionHints({
-			message: `The key expression is evaluated by n8n for each of ${items.length} items, which is slow, because it uses more than $json (such as $('Node') or $itemIndex). Use "Key From: Field Name", or an expression that reads only $json: it is read directly or evaluated for many items at once.`,
+			message: `The key expression is evaluated by n8n for each of ${items.length} items, which is slow. Use "Key From: Field Name", or an expression that reads the item only through $json (no $('Node'), $itemIndex, arrow functions, template literals or regular expressions): it is read directly or evaluated for many items at once.`,
 			location: 'outputPane',
 		});
 	}
