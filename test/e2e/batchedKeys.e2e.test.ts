@@ -15,23 +15,13 @@
  */
 import { randomUUID } from 'crypto';
 
+import { GATE, node } from './support/guardedWorkflows';
 import { nodeExecutionTime, startN8n, type N8nInstance, type WorkflowJson } from './support/n8n';
 import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
 
-const PKG = 'n8n-nodes-idempotency';
 const ITEMS = 1_200;
 const table = uniqueLedgerTable('e2e_batched_keys');
 const ledger = new LedgerTables(table);
-
-const node = (name: string, type: string, typeVersion: number, position: [number, number], parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-	id: randomUUID(),
-	name,
-	type,
-	typeVersion,
-	position,
-	parameters,
-	...extra,
-});
 
 /** Every item carries its position, so outputs can be matched whatever route they took. */
 const itemsCode = (padding: number) => `
@@ -53,12 +43,12 @@ function workflow(expression: string, credentialId: string, namespace: string, p
 	const credentials = { idempotencyPostgresApi: { id: credentialId, name: 'Ledger' } };
 	const body = expression.replace(/^=\{\{([\s\S]*)\}\}$/, '$1');
 	const gate = (name: string, y: number, keyExpression: string) =>
-		node(name, `${PKG}.dedupeGate`, 1, [440, y], { scope: 'shared', namespace: `${namespace}-${name}`, keySource: 'expression', keyExpression }, { credentials, onError: 'continueRegularOutput' });
+		node(name, GATE, { scope: 'shared', namespace: `${namespace}-${name}`, keySource: 'expression', keyExpression }, { credentials, onError: 'continueRegularOutput', position: [440, y] });
 	return {
 		name: `batched keys ${expression}`,
 		nodes: [
-			node('Start', 'n8n-nodes-base.manualTrigger', 1, [0, 0], {}),
-			node('Items', 'n8n-nodes-base.code', 2, [220, 0], { jsCode: itemsCode(padding) }),
+			node('Start', 'n8n-nodes-base.manualTrigger', {}, { typeVersion: 1, position: [0, 0] }),
+			node('Items', 'n8n-nodes-base.code', { jsCode: itemsCode(padding) }, { position: [220, 0] }),
 			gate('Batched', -100, expression),
 			gate('Per Item', 100, `={{ $itemIndex >= 0 ? (${body}) : '' }}`),
 		],

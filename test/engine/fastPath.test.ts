@@ -2,7 +2,7 @@
  * The fast path reads `={{ $json.a.b }}` straight from the item. It must give exactly what n8n's
  * expression engine gives, on a property-based set of payloads: the same key, or an error on both.
  */
-import type { IDataObject, INodeExecutionData } from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { batchedReader, CHUNK, itemLocalExpression, WHOLE_INPUT_BYTES, WHOLE_INPUT_ITEMS } from '../../lib/n8n/batchedExpression';
 import { expressionSource, fillTemplate, jsonPathTemplate, readPath, simpleJsonPath, toKeyText } from '../../lib/n8n/keySource';
@@ -150,6 +150,20 @@ const itemLocal = [
 	"={{ $json.id === null ? 'none' : $json.items }}",
 ];
 
+/** `ctx`, counting the calls of the methods named in `counts`. */
+function countingCalls(ctx: IExecuteFunctions, counts: Record<string, number>): IExecuteFunctions {
+	return new Proxy(ctx, {
+		get(target, property) {
+			const value = Reflect.get(target, property);
+			if (typeof value !== 'function') return value;
+			return (...args: unknown[]) => {
+				if (typeof property === 'string' && property in counts) counts[property]++;
+				return value.apply(target, args);
+			};
+		},
+	});
+}
+
 describe('item-local expressions evaluated in batches vs per item', () => {
 	const rnd = random(20261124);
 	// More than two chunks, so that chunk boundaries are crossed.
@@ -166,23 +180,12 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 	test.each(cases)('%s, %s: each item gets what getNodeParameter gives it', async (expression, _mode, wholeInputBytes, size) => {
 		expect(itemLocalExpression(expression)).not.toBeNull();
 		const perItem = await evaluateParameterForItems({ key: expression }, items, 'key');
-		let engineCalls = 0;
-		let itemCalls = 0;
+		const calls = { evaluateExpression: 0, getNodeParameter: 0 };
 		let kind = '';
 		const batched = await evaluateParameterForItems({ key: expression }, items, 'key', {
 			reader: (ctx) => {
 				kind = expressionSource(ctx, 'key', expression).kind;
-				const counting = new Proxy(ctx, {
-					get(target, property) {
-						const value = Reflect.get(target, property);
-						if (typeof value !== 'function') return value;
-						return (...args: unknown[]) => {
-							if (property === 'evaluateExpression') engineCalls++;
-							if (property === 'getNodeParameter') itemCalls++;
-							return value.apply(target, args);
-						};
-					},
-				});
+				const counting = countingCalls(ctx, calls);
 				return batchedReader(counting, 'key', itemLocalExpression(expression)!, ctx.getInputData(), undefined, wholeInputBytes);
 			},
 		});
@@ -214,10 +217,10 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 				break;
 			}
 		}
-		expect(engineCalls).toBe(expectedEngineCalls);
-		expect(itemCalls).toBe(expectedItemCalls);
+		expect(calls.evaluateExpression).toBe(expectedEngineCalls);
+		expect(calls.getNodeParameter).toBe(expectedItemCalls);
 		// The batch answered a real share of the items on its own.
-		expect(items.length - itemCalls).toBeGreaterThan(50);
+		expect(items.length - calls.getNodeParameter).toBeGreaterThan(50);
 	});
 
 	test('the input goes to the engine whole while it is small (items and JSON), else in chunks of 500', async () => {
@@ -228,22 +231,15 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 			[padded, Math.ceil(padded.length / CHUNK)],
 			[many, Math.ceil(many.length / CHUNK)],
 		] as const) {
-			let engineCalls = 0;
+			const counted = { evaluateExpression: 0 };
 			await evaluateParameterForItems({ key: "={{ 'k-' + $json.id }}" }, [...input], 'key', {
 				reader: (ctx) => {
-					const counting = new Proxy(ctx, {
-						get(target, property) {
-							const value = Reflect.get(target, property);
-							if (property === 'evaluateExpression') engineCalls++;
-							return typeof value === 'function' ? value.bind(target) : value;
-						},
-					});
-					const source = expressionSource(counting, 'key', "={{ 'k-' + $json.id }}");
+					const source = expressionSource(countingCalls(ctx, counted), 'key', "={{ 'k-' + $json.id }}");
 					const all = ctx.getInputData();
 					return (i) => source.read(i, all[i]);
 				},
 			});
-			expect(engineCalls).toBe(calls);
+			expect(counted.evaluateExpression).toBe(calls);
 		}
 		expect(JSON.stringify(items).length).toBeLessThan(WHOLE_INPUT_BYTES);
 		expect(JSON.stringify(padded).length).toBeGreaterThan(WHOLE_INPUT_BYTES);
