@@ -35,6 +35,8 @@ const ROUND_TRIP_RUNS = 20;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /** BENCH_PARTS=throughput,concurrency,roundtrips (all by default). */
 const parts = new Set((process.env.BENCH_PARTS ?? 'throughput,concurrency,roundtrips').split(',').map((p) => p.trim()));
+/** BENCH_ROWS=rd,field,… picks throughput rows by id (all by default); Remove Duplicates (`rd`) always runs, as the baseline. */
+const ROWS = process.env.BENCH_ROWS ? new Set(['rd', ...process.env.BENCH_ROWS.split(',').map((r) => r.trim())]) : null;
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const table = `bench_h2h_${Date.now().toString(36)}`;
 /**
@@ -42,8 +44,15 @@ const table = `bench_h2h_${Date.now().toString(36)}`;
  * reads the item only through `$json`, so the gate has the engine evaluate it for many items per call.
  */
 const ENGINE_KEY = "={{ 'k-' + $json.id }}";
-/** The same key read through another node (`$('Items').item`), which n8n can only evaluate per item. */
-const PER_ITEM_KEY = "={{ 'k-' + $('Items').item.json.id }}";
+/**
+ * A field of an earlier node's item, as n8n's editor writes it when the field is dragged in: read
+ * from the item n8n pairs with each input item, without the expression engine.
+ */
+const PAIRED_PATH_KEY = "={{ $('Items').item.json.id }}";
+/** The same key as ENGINE_KEY, read through the earlier node: batched, through n8n's `$getPairedItem`. */
+const PAIRED_KEY = "={{ 'k-' + $('Items').item.json.id }}";
+/** A key written as a template literal, which the gate leaves to n8n per item. */
+const PER_ITEM_KEY = '={{ `k-${$json.id}` }}';
 
 const node = (name: string, type: string, typeVersion: number, position: [number, number], parameters: object, extra: object = {}) => ({
 	id: randomUUID(),
@@ -135,16 +144,23 @@ async function quiesce() {
 }
 
 async function throughput(n8n: N8nInstance, credentialId: string) {
-	const variants: Array<[string, (round: number) => object]> = [
-		['Remove Duplicates v2, `={{ $json.id }}` (baseline)', () => removeDuplicates()],
-		['Dedupe Gate, Key From: Field Name `id`', (r) => dedupeGate(`h2h-field-${r}`, { keySource: 'field', keyField: 'id' }, credentialId)],
-		['Dedupe Gate, `={{ $json.id }}` (fast path)', (r) => dedupeGate(`h2h-fast-${r}`, { keySource: 'expression', keyExpression: '={{ $json.id }}' }, credentialId)],
-		["Dedupe Gate, `={{ 'k-' + $json.id }}` (engine path, batched)", (r) => dedupeGate(`h2h-engine-${r}`, { keySource: 'expression', keyExpression: ENGINE_KEY }, credentialId)],
-		["Dedupe Gate, `={{ 'k-' + $('Items').item.json.id }}` (engine path, per item)", (r) => dedupeGate(`h2h-per-item-${r}`, { keySource: 'expression', keyExpression: PER_ITEM_KEY }, credentialId)],
-		// Control: the per-item engine path's time is n8n evaluating its expression; this is the
-		// built-in node paying for the very same expression.
-		["Remove Duplicates v2, `={{ 'k-' + $('Items').item.json.id }}` (control for the per-item path)", () => removeDuplicates({}, PER_ITEM_KEY)],
-	];
+	const variants = (
+		[
+			['rd', 'Remove Duplicates v2, `={{ $json.id }}` (baseline)', () => removeDuplicates()],
+			['field', 'Dedupe Gate, Key From: Field Name `id`', (r) => dedupeGate(`h2h-field-${r}`, { keySource: 'field', keyField: 'id' }, credentialId)],
+			['fast', 'Dedupe Gate, `={{ $json.id }}` (fast path)', (r) => dedupeGate(`h2h-fast-${r}`, { keySource: 'expression', keyExpression: '={{ $json.id }}' }, credentialId)],
+			['paired', "Dedupe Gate, `={{ $('Items').item.json.id }}` (read from the paired item)", (r) => dedupeGate(`h2h-paired-${r}`, { keySource: 'expression', keyExpression: PAIRED_PATH_KEY }, credentialId)],
+			['batched', "Dedupe Gate, `={{ 'k-' + $json.id }}` (engine path, batched)", (r) => dedupeGate(`h2h-engine-${r}`, { keySource: 'expression', keyExpression: ENGINE_KEY }, credentialId)],
+			['paired-batched', "Dedupe Gate, `={{ 'k-' + $('Items').item.json.id }}` (engine path, batched)", (r) => dedupeGate(`h2h-paired-batched-${r}`, { keySource: 'expression', keyExpression: PAIRED_KEY }, credentialId)],
+			['rd-paired', "Remove Duplicates v2, `={{ 'k-' + $('Items').item.json.id }}` (control)", () => removeDuplicates({}, PAIRED_KEY)],
+			['per-item', "Dedupe Gate, `` ={{ `k-${$json.id}` }} `` (engine path, per item)", (r) => dedupeGate(`h2h-per-item-${r}`, { keySource: 'expression', keyExpression: PER_ITEM_KEY }, credentialId)],
+			// Control: the per-item engine path's time is n8n evaluating its expression; this is the
+			// built-in node paying for the very same expression.
+			['rd-per-item', "Remove Duplicates v2, `` ={{ `k-${$json.id}` }} `` (control for the per-item path)", () => removeDuplicates({}, PER_ITEM_KEY)],
+		] as Array<[string, string, (round: number) => object]>
+	)
+		.filter(([id]) => !ROWS || ROWS.has(id))
+		.map(([, label, make]) => [label, make] as const);
 	const rows = variants.map(([label]) => ({ label, first: [] as number[], dup: [] as number[], out: new Set<string>() }));
 	// Rounds, each with fresh state (a new workflow: Remove Duplicates' history is per workflow; a
 	// new namespace for the gate), variants interleaved so that a slow spell of the machine hits

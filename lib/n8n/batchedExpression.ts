@@ -5,14 +5,22 @@ import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
  * (0.6 ms on its default `vm` engine), so an expression read per item is most of a node's time
  * on a large input. An expression that reads the item only through `$json` means the same thing
  * for item k as for item 0 with `$json` bound to item k's data: `$input.all()[k].json`, or
- * `$item(k).$json`, the data proxy n8n builds for item k. n8n's own engine can therefore evaluate
- * it for many items in one call. The engine still does all of the work (syntax, extensions,
- * sandbox); this module only decides when that is safe and unpacks the answers.
+ * `$item(k).$json`, the data proxy n8n builds for item k. Likewise `$('Node').item` means, for
+ * item k, the Node item that n8n's `$getPairedItem` finds from item k's pairing. n8n's own engine
+ * can therefore evaluate such an expression for many items in one call. The engine still does all
+ * of the work (syntax, extensions, sandbox); this module only decides when that is safe and
+ * unpacks the answers.
  */
 
-/** Bare names an expression may use and still mean the same for every item. */
+/**
+ * Bare names an expression may use and still mean the same for every item. `$now` and `$today`
+ * are the time of the evaluation: one call's items share it, as items evaluated within the same
+ * millisecond do.
+ */
 const ITEM_INDEPENDENT = new Set([
 	'$json',
+	'$now',
+	'$today',
 	'true',
 	'false',
 	'null',
@@ -45,54 +53,102 @@ const NUMBER = /[0-9][A-Za-z0-9_.]*/y;
 const PUNCTUATION = /[\s()[\]{}?:,.+\-*%!<>=&|^~]/;
 
 /**
- * The expression inside `={{ … }}` when the whole parameter is that one expression and it reads
- * the item only through `$json`, else null. Deliberately narrow: any other bare name (`$input`,
- * `$('Node')`, `$itemIndex`, `this`, arrow parameters, object keys), template literals, regular
- * expressions, comments, assignments and spreads leave the expression to be evaluated per item.
+ * An expression n8n may evaluate for many items per call: `body` is its text with each
+ * `$('Node').item` written as `__pairedN(__at)`, where N is the node's place in `nodes` (names),
+ * and each `$itemIndex` as `__at`, the item's index; batchedReader defines `__pairedN`.
  */
-export function itemLocalExpression(raw: unknown): string | null {
+export interface ItemLocalExpression {
+	body: string;
+	nodes: string[];
+	readsJson: boolean;
+}
+
+/** `$('Node').item` (or with double quotes; no backslash in the name), not followed by more of a name such as `itemMatching`. */
+const PAIRED_ITEM = /\$\s*\(\s*(?:'([^'\\\n]*)'|"([^"\\\n]*)")\s*\)\s*\.\s*item(?![A-Za-z0-9_$])/y;
+
+/**
+ * The expression inside `={{ … }}` when the whole parameter is that one expression and it reads
+ * the item only through `$json`, `$('Node').item` and `$itemIndex`, else null. Deliberately narrow:
+ * any other bare name (`$input`, `$runIndex`, `$vars`, `this`, arrow parameters, object keys), any
+ * other use of `$('Node')`, template literals, comments, assignments and spreads leave the
+ * expression to be evaluated per item.
+ */
+export function itemLocalExpression(raw: unknown): ItemLocalExpression | null {
 	if (typeof raw !== 'string') return null;
 	const m = /^=\{\{([\s\S]*)\}\}$/.exec(raw);
 	if (!m || m[1].includes('{{') || m[1].includes('}}')) return null;
-	const body = m[1];
-	let reads$json = false;
+	const text = m[1];
+	let body = '';
+	let copied = 0;
+	const nodes: string[] = [];
+	let readsJson = false;
+	let readsIndex = false;
 	let i = 0;
-	while (i < body.length) {
-		const c = body[i];
+	while (i < text.length) {
+		const c = text[i];
 		if (c === '"' || c === "'") {
-			i = skipString(body, i);
+			i = skipString(text, i);
 			if (i < 0) return null;
 			continue;
 		}
 		IDENTIFIER.lastIndex = i;
-		const id = IDENTIFIER.exec(body);
+		const id = IDENTIFIER.exec(text);
 		if (id) {
 			const name = id[0];
-			if (!isPropertyName(body, i)) {
+			if (!isPropertyName(text, i)) {
+				if (name === '$') {
+					PAIRED_ITEM.lastIndex = i;
+					const paired = PAIRED_ITEM.exec(text);
+					if (!paired) return null;
+					const node = paired[1] ?? paired[2];
+					let n = nodes.indexOf(node);
+					if (n < 0) n = nodes.push(node) - 1;
+					body += `${text.slice(copied, i)}__paired${n}(__at)`;
+					i = copied = i + paired[0].length;
+					continue;
+				}
+				if (name === '$itemIndex') {
+					body += `${text.slice(copied, i)}__at`;
+					i = copied = i + name.length;
+					readsIndex = true;
+					continue;
+				}
 				if (!ITEM_INDEPENDENT.has(name)) return null;
-				if (name === '$json') reads$json = true;
+				if (name === '$json') readsJson = true;
 			}
 			i += name.length;
 			continue;
 		}
 		NUMBER.lastIndex = i;
-		const num = NUMBER.exec(body);
+		const num = NUMBER.exec(text);
 		if (num) {
 			i += num[0].length;
 			continue;
 		}
-		if (!PUNCTUATION.test(c)) return null; // `/`, backtick, `;`, `#`, `@`, backslash, non-ASCII
+		if (c === '/') {
+			// A comment, or `/=`, is refused; after a value `/` divides, elsewhere it starts a regular expression.
+			if (text[i + 1] === '/' || text[i + 1] === '*') return null;
+			if (followsValue(text, i)) {
+				if (text[i + 1] === '=') return null;
+				i++;
+			} else {
+				i = skipRegularExpression(text, i);
+				if (i < 0) return null;
+			}
+			continue;
+		}
+		if (!PUNCTUATION.test(c)) return null; // backtick, `;`, `#`, `@`, backslash, non-ASCII
 		if (c === '=') {
-			const end = comparisonEnd(body, i);
+			const end = comparisonEnd(text, i);
 			if (end < 0) return null;
 			i = end;
 			continue;
 		}
-		if ((c === '+' || c === '-') && body[i + 1] === c) return null;
-		if (c === '.' && body.startsWith('...', i)) return null;
+		if ((c === '+' || c === '-') && text[i + 1] === c) return null;
+		if (c === '.' && text.startsWith('...', i)) return null;
 		i++;
 	}
-	return reads$json ? body : null;
+	return readsJson || readsIndex || nodes.length > 0 ? { body: body + text.slice(copied), nodes, readsJson } : null;
 }
 
 function skipString(text: string, start: number): number {
@@ -101,6 +157,35 @@ function skipString(text: string, start: number): number {
 		if (text[i] === '\\') i++;
 		else if (text[i] === quote) return i + 1;
 		else if (text[i] === '\n') return -1;
+	}
+	return -1;
+}
+
+/**
+ * Whether the `/` at `at` follows a value (a name, a number, a text, `)`, `]` or `}`), so that it
+ * divides. A name that is a keyword (`typeof /x/`) counts as a value too: the regular expression is
+ * then read as names to check, which refuses it or leaves it harmless.
+ */
+function followsValue(text: string, at: number): boolean {
+	let j = at - 1;
+	while (j >= 0 && /\s/.test(text[j])) j--;
+	return j >= 0 && /[A-Za-z0-9_$)\]}'"]/.test(text[j]);
+}
+
+/** Where the regular expression literal starting at `start` ends, flags included, or -1. */
+function skipRegularExpression(text: string, start: number): number {
+	let inClass = false;
+	for (let i = start + 1; i < text.length; i++) {
+		const c = text[i];
+		if (c === '\n') return -1;
+		if (c === '\\') i++;
+		else if (c === '[') inClass = true;
+		else if (c === ']') inClass = false;
+		else if (c === '/' && !inClass) {
+			i++;
+			while (i < text.length && /[a-z]/.test(text[i])) i++;
+			return i;
+		}
 	}
 	return -1;
 }
@@ -125,7 +210,7 @@ function comparisonEnd(text: string, at: number): number {
 	return ok && text[end] !== '>' ? end : -1;
 }
 
-/** Items per engine call through `$item(k)`: well inside n8n's default 5 s expression timeout. */
+/** Items per engine call through `$item(k)` or `$getPairedItem`: well inside n8n's default 5 s expression timeout. */
 export const CHUNK = 500;
 
 /**
@@ -140,37 +225,39 @@ export const WHOLE_INPUT_ITEMS = 10_000;
 export const WHOLE_INPUT_BYTES = 1 << 20;
 
 /**
- * Reads expression `expression` (from itemLocalExpression) of parameter `name` for each of
- * `items`, in as few engine calls as is safe. Text and finite numbers come from the batched call;
- * an item whose value is anything else, or that failed, is evaluated on its own with
- * `getNodeParameter`, so its value or its error is exactly n8n's. After a call that could not be
- * evaluated, or whose answers were mostly of that kind, the rest is evaluated per item.
+ * Reads `expression` (from itemLocalExpression) of parameter `name` for each of `items`, in as
+ * few engine calls as is safe. Text and finite numbers come from the batched call; an item whose
+ * value is anything else, or that failed, is evaluated on its own with `getNodeParameter`, so its
+ * value or its error is exactly n8n's. After a call that could not be evaluated, or whose answers
+ * were mostly of that kind, the rest is evaluated per item.
  */
 export function batchedReader(
 	ctx: IExecuteFunctions,
 	name: string,
-	expression: string,
+	expression: ItemLocalExpression,
 	items: INodeExecutionData[],
 	fallback?: unknown,
 	wholeInputBytes = WHOLE_INPUT_BYTES,
 ): (itemIndex: number) => unknown {
 	const count = items.length;
-	const whole = count <= WHOLE_INPUT_ITEMS && fitsWithin(items, wholeInputBytes);
+	const perItem = (i: number) => ctx.getNodeParameter(name, i, fallback);
+	const pairing = expression.nodes.length > 0 ? pairingFor(ctx, expression.nodes) : undefined;
+	if (pairing === null) return perItem;
+	const whole = !pairing && count <= WHOLE_INPUT_ITEMS && fitsWithin(items, wholeInputBytes);
 	const size = whole ? count : CHUNK;
-	// `$itemIndex` is the chunk's first item here. The expression sits on lines of its own so that
-	// nothing in it can swallow the wrapper.
-	const bind = `(($json) => (\n${expression}\n))`;
-	const call = (length: number) =>
-		whole
-			? `{{ $input.all().map((__item) => { try { return [${bind}(__item.json)]; } catch (__e) { return null; } }) }}`
-			: `{{ Array.from({ length: ${length} }, (__, __k) => { try { return [${bind}($item($itemIndex + __k).$json)]; } catch (__e) { return null; } }) }}`;
+	// The expression sits on lines of its own so that nothing in it can swallow the wrapper.
+	// `$itemIndex` is the chunk's first item.
+	const at = whole ? '__k' : '$itemIndex + __k';
+	const json = !expression.readsJson ? 'undefined' : whole ? '__items[__k].json' : `$item(${at}).$json`;
+	const bind = `(($json, __at) => (\n${expression.body}\n))`;
+	const call = (start: number, length: number) =>
+		`{{ (() => { ${whole ? 'const __items = $input.all();' : ''} ${pairing ? pairing.lookups(items) : ''} return Array.from({ length: ${length} }, (__, __k) => { try { return [${bind}(${json}, ${at})]; } catch (__e) { return null; } }); })() }}`;
 	const chunks = new Map<number, unknown[] | null>();
 	let batching = true;
-	const perItem = (i: number) => ctx.getNodeParameter(name, i, fallback);
 	const evaluate = (start: number): unknown[] | null => {
 		const length = Math.min(size, count - start);
 		try {
-			const result = ctx.evaluateExpression(call(length), start);
+			const result = ctx.evaluateExpression(call(start, length), start);
 			return Array.isArray(result) && result.length === length ? result : null;
 		} catch {
 			return null;
@@ -190,6 +277,72 @@ export function batchedReader(
 		const answer = values?.[i - chunk * size];
 		return isAnswer(answer) ? answer[0] : perItem(i);
 	};
+}
+
+/**
+ * How a batch finds `$('Node').item` for item k. `.item` first checks that the node is connected
+ * and has run, which does not depend on the item, then resolves the item's pairing with
+ * `$getPairedItem(node, source, pairedItem)`. Asking for `.item` or `.itemMatching(k)` inside the
+ * batch would repeat the checks for every item, and n8n's check works out the reading node's
+ * outputs with a whole expression evaluation each time when they depend on its settings (Dedupe
+ * Gate's and Prompt Cache's do). So the checks are made once, here, through n8n's own
+ * `$('Node').itemMatching` lookup, and the batch calls `$getPairedItem` with each item's pairing
+ * and the input's source, chosen as `.item` chooses them. Null when n8n refuses the checks: then
+ * the expression is evaluated per item, with n8n's errors.
+ *
+ * The pairings travel as one text literal, the same in every call: n8n rewrites an expression's
+ * code once per distinct text (0.1 s for 500 pairings written as code), so every call after the
+ * first reuses the first one's.
+ */
+function pairingFor(ctx: IExecuteFunctions, nodes: string[]): { lookups: (items: INodeExecutionData[]) => string } | null {
+	try {
+		const proxy = ctx.getWorkflowDataProxy(0);
+		for (const node of nodes) {
+			if (typeof (proxy.$(node) as { itemMatching?: unknown }).itemMatching !== 'function') return null;
+		}
+		const source = ctx.getExecuteData().source?.main;
+		if (!source?.length) return null;
+		// `.item` gives the item's JSON alone when binary data is kept with it (binaryMode "combined").
+		const tail = ctx.getWorkflowSettings().binaryMode === 'combined' ? '.json' : '';
+		const sources = source.map((s) => (s ? sourceRecord(s) : null));
+		let text: string | undefined;
+		return {
+			lookups: (items) =>
+				(text ??= [
+					`const __sources = JSON.parse(${textLiteral(JSON.stringify(sources))});`,
+					`const __pairs = JSON.parse(${textLiteral(JSON.stringify(items.map((item) => pairedItemRecord(item.pairedItem))))});`,
+					...nodes.map(
+						(node, n) =>
+							`const __paired${n} = (__i) => { const __r = __pairs[__i]; if (__r === null) throw 0; const __p = typeof __r === 'number' ? { item: __r } : __r; return $getPairedItem(${textLiteral(node)}, __sources[__p.input || 0] ?? __sources[0], __p)${tail}; };`,
+					),
+				].join(' ')),
+		};
+	} catch {
+		return null;
+	}
+}
+
+/** `text` as a JavaScript text literal with no brace in it, so that it cannot end the `{{ }}` around it. */
+function textLiteral(text: string): string {
+	return JSON.stringify(text).replace(/[{}]/g, (c) => (c === '{' ? '\\u007b' : '\\u007d'));
+}
+
+type SourceRecord = { previousNode: string; previousNodeOutput?: number; previousNodeRun?: number };
+
+/** The fields of a source record that n8n's resolver reads (its `vm` bridge accepts no others). */
+function sourceRecord(s: SourceRecord): SourceRecord {
+	return { previousNode: s.previousNode, previousNodeOutput: s.previousNodeOutput, previousNodeRun: s.previousNodeRun };
+}
+
+/**
+ * An item's pairing as one record (a bare number for the usual `{ item }`), or null where `.item`
+ * would fail (none, or several).
+ */
+function pairedItemRecord(paired: INodeExecutionData['pairedItem']): number | object | null {
+	if (typeof paired === 'number') return paired;
+	if (!paired || Array.isArray(paired) || typeof paired.item !== 'number') return null;
+	if (paired.input === undefined && !paired.sourceOverwrite) return paired.item;
+	return { item: paired.item, input: paired.input, sourceOverwrite: paired.sourceOverwrite ? sourceRecord(paired.sourceOverwrite) : undefined };
 }
 
 /** An input's size as JSON, counted up to the limit asked for, once for all of a node's parameters. */

@@ -6,8 +6,9 @@ import { batchedReader, itemLocalExpression } from './batchedExpression';
 /**
  * Reading per-item values without paying for n8n's expression engine where it is not needed.
  * Evaluating one expression per item costs 0.2–0.7 ms in n8n, far more than a batched ledger
- * claim, so a field path, a plain `={{ $json.a.b }}`, or text built only from such paths
- * (`=order-{{ $json.id }}`) is read straight from `item.json`.
+ * claim, so a field path, a plain `={{ $json.a.b }}` or `={{ $('Node').item.json.a }}`, or text
+ * built only from such paths (`=order-{{ $json.id }}`) is read straight from the item, or from the
+ * item n8n pairs with it.
  */
 
 export type PathSegment = string | number;
@@ -58,23 +59,42 @@ export function parseFieldPath(text: unknown, what: string): PathSegment[] {
 	return path;
 }
 
-/** The `$json` path of an expression that is exactly `={{ $json.a.b }}` (or with brackets), else null. */
-export function simpleJsonPath(raw: unknown): PathSegment[] | null {
-	if (typeof raw !== 'string') return null;
-	const m = /^=\{\{\s*\$json((?:\s*(?:\.[A-Za-z_$][A-Za-z0-9_$]*|\[[^\]]*\]))+)\s*\}\}$/.exec(raw);
-	if (!m) return null;
-	const path = parsePath(m[1].replace(/^\s*\./, '').replace(/\s+(?=[.[])/g, ''));
-	return path;
+/**
+ * A plain path an expression reads: from the item's own data (`$json.a.b`, node null), or from the
+ * item of an earlier node paired with it (`$('Node').item.json.a.b`: node 'Node', path
+ * ['json', 'a', 'b']), the form n8n's editor writes when a field of an earlier node is dragged in.
+ */
+export interface PlainPath {
+	node: string | null;
+	path: PathSegment[];
 }
 
-export type TemplatePart = { text: string } | { path: PathSegment[] };
+const PLAIN_PATH = /^\s*(\$json|\$\(\s*(?:'([^'\\\n]*)'|"([^"\\\n]*)")\s*\)\s*\.\s*item)((?:\s*(?:\.[A-Za-z_$][A-Za-z0-9_$]*|\[[^\]]*\]))+)\s*$/;
+
+/** The path of an expression that is exactly `={{ $json.a.b }}` or `={{ $('Node').item.json.a }}` (or with brackets), else null. */
+export function plainPath(raw: unknown): PlainPath | null {
+	if (typeof raw !== 'string') return null;
+	const m = /^=\{\{([\s\S]*)\}\}$/.exec(raw);
+	return m && !m[1].includes('}}') ? plainPathInside(m[1]) : null;
+}
+
+function plainPathInside(expression: string): PlainPath | null {
+	const m = PLAIN_PATH.exec(expression);
+	if (!m) return null;
+	const path = parsePath(m[4].replace(/^\s*\./, '').replace(/\s+(?=[.[])/g, ''));
+	if (!path) return null;
+	return { node: m[1] === '$json' ? null : (m[2] ?? m[3]), path };
+}
+
+export type TemplatePart = { text: string } | PlainPath;
 
 /**
- * The parts of a text template whose every `{{ }}` is a plain `$json` path, such as
- * `=order-{{ $json.id }}` or `={{ $json.shop }}/{{ $json["order id"] }}`, else null. Literal text
- * with a brace in it is left to the engine.
+ * The parts of a text template whose every `{{ }}` is a plain path, such as
+ * `=order-{{ $json.id }}`, `={{ $json.shop }}/{{ $json["order id"] }}` or
+ * `=k-{{ $('Webhook').item.json.body.id }}`, else null. Literal text with a brace in it is left to
+ * the engine.
  */
-export function jsonPathTemplate(raw: unknown): TemplatePart[] | null {
+export function pathTemplate(raw: unknown): TemplatePart[] | null {
 	if (typeof raw !== 'string' || !raw.startsWith('=')) return null;
 	const parts: TemplatePart[] = [];
 	let rest = raw.slice(1);
@@ -87,28 +107,29 @@ export function jsonPathTemplate(raw: unknown): TemplatePart[] | null {
 		if (open === -1) break;
 		const close = rest.indexOf('}}', open + 2);
 		if (close === -1) return null;
-		const path = simpleJsonPath(`={{${rest.slice(open + 2, close)}}}`);
+		const path = plainPathInside(rest.slice(open + 2, close));
 		if (!path) return null;
-		parts.push({ path });
+		parts.push(path);
 		paths++;
 		rest = rest.slice(close + 2);
 	}
-	// A lone path is not text: simpleJsonPath returns its value as it is.
+	// A lone path is not text: plainPath returns its value as it is.
 	return paths > 0 && parts.length > 1 ? parts : null;
 }
 
 /**
  * Fills a template as n8n's expression engine does for text, or returns undefined when a value
  * is an object or a list (left to the engine). Missing and null print as nothing, like the engine.
+ * `root` gives what a path starts from: `$json`, or the paired item of its node.
  */
-export function fillTemplate(parts: TemplatePart[], json: unknown): string | undefined {
+export function fillTemplate(parts: TemplatePart[], root: (node: string | null) => unknown): string | undefined {
 	let out = '';
 	for (const part of parts) {
 		if ('text' in part) {
 			out += part.text;
 			continue;
 		}
-		const value = readPath(json, part.path);
+		const value = readPath(root(part.node), part.path);
 		if (value === undefined || value === null) continue;
 		if (typeof value === 'object') return undefined;
 		out += String(value);
@@ -156,24 +177,76 @@ export function parameterSource(ctx: IExecuteFunctions, name: string, fallback?:
 }
 
 /**
- * A parameter whose raw value `raw` holds an expression: read from the item when it is a plain
- * `$json` path or text built from such paths; evaluated by n8n for many items per call when it
- * reads the item only through `$json`; evaluated by n8n per item otherwise (`fallback` as in
- * getNodeParameter).
+ * A parameter whose raw value `raw` holds an expression: read from the item (or from the earlier
+ * node's item paired with it) when it is a plain path or text built from plain paths; evaluated by
+ * n8n for many items per call when it reads the item only through `$json`; evaluated by n8n per
+ * item otherwise (`fallback` as in getNodeParameter). Whatever cannot be read directly, such as a
+ * pairing n8n refuses, is left to getNodeParameter for that item, so its error is n8n's.
  */
 export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unknown, fallback?: unknown): ValueSource {
-	const path = simpleJsonPath(raw);
-	if (path) return { kind: 'fast', read: (_i, item) => readPath(item.json, path) };
-	const template = jsonPathTemplate(raw);
-	if (template) {
-		return { kind: 'fast', read: (i, item) => fillTemplate(template, item.json) ?? ctx.getNodeParameter(name, i, fallback) };
+	const perItem = (i: number) => ctx.getNodeParameter(name, i, fallback);
+	const plain = plainPath(raw);
+	const template = plain ? null : pathTemplate(raw);
+	if (plain || template) {
+		const paired = pairedItems(ctx);
+		const root = (i: number, item: INodeExecutionData) => (node: string | null) => (node === null ? item.json : paired(node, i));
+		if (plain) {
+			return {
+				kind: 'fast',
+				read: (i, item) => {
+					try {
+						return readPath(root(i, item)(plain.node), plain.path);
+					} catch {
+						return perItem(i);
+					}
+				},
+			};
+		}
+		return {
+			kind: 'fast',
+			read: (i, item) => {
+				let text: string | undefined;
+				try {
+					text = fillTemplate(template!, root(i, item));
+				} catch {
+					text = undefined;
+				}
+				return text ?? perItem(i);
+			},
+		};
 	}
 	const expression = itemLocalExpression(raw);
 	if (expression) {
 		const items = ctx.getInputData();
 		if (items.length > 1) return { kind: 'batched', read: batchedReader(ctx, name, expression, items, fallback) };
 	}
-	return { kind: 'engine', read: (i) => ctx.getNodeParameter(name, i, fallback) };
+	return { kind: 'engine', read: perItem };
+}
+
+/**
+ * `$('Node').item` for item `i`, from n8n's own data proxy: `$('Node').itemMatching`, the function
+ * n8n answers `.item` with, is looked up once per node (each lookup costs n8n a whole expression
+ * evaluation for a node whose outputs depend on its settings), then asked per item. Throws where n8n
+ * refuses: the node is not connected, or the item has no pairing.
+ */
+function pairedItems(ctx: IExecuteFunctions): (node: string, i: number) => unknown {
+	const found = new Map<string, ((i: number) => unknown) | Error>();
+	let proxy: ReturnType<IExecuteFunctions['getWorkflowDataProxy']> | undefined;
+	return (node, i) => {
+		let match = found.get(node);
+		if (match === undefined) {
+			try {
+				proxy ??= ctx.getWorkflowDataProxy(0);
+				match = (proxy.$(node) as { itemMatching: (i: number) => unknown }).itemMatching;
+				if (typeof match !== 'function') throw new Error(`n8n has no itemMatching for ${node}`);
+			} catch (error) {
+				match = error instanceof Error ? error : new Error(String(error));
+			}
+			found.set(node, match);
+		}
+		if (match instanceof Error) throw match;
+		return match(i);
+	};
 }
 
 /**

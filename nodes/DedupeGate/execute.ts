@@ -175,7 +175,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	}
 	if (config.keyKind === 'engine' && items.length >= 1000) {
 		this.addExecutionHints({
-			message: `The key expression is evaluated by n8n for each of ${items.length} items, which is slow. Use "Key From: Field Name", or an expression that reads the item only through $json (no $('Node'), $itemIndex, arrow functions, template literals or regular expressions): it is read directly or evaluated for many items at once.`,
+			message: `The key expression is evaluated by n8n for each of ${items.length} items, which is slow. Use "Key From: Field Name", a plain field such as {{ $json.id }} or {{ $('Webhook').item.json.id }}, or an expression that reads the item only through $json, $('Node').item and $itemIndex (no $input, arrow functions or template literals): those are read directly or evaluated for many items at once.`,
 			location: 'outputPane',
 		});
 	}

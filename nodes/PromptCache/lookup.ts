@@ -345,7 +345,7 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 	}
 	if (config.engineEvaluated && items.length >= 1000) {
 		this.addExecutionHints({
-			message: `The prompt fields are evaluated by n8n for each of ${items.length} items, which is slow. An expression that reads only $json is read directly or evaluated for many items at once; one that uses $('Node'), $itemIndex or the like, and any expression in Model Parameters, is evaluated per item.`,
+			message: `The prompt fields are evaluated by n8n for each of ${items.length} items, which is slow. An expression that reads only $json, $('Node').item and $itemIndex is read directly or evaluated for many items at once; one that uses $input, arrow functions, template literals or the like, and any expression in Model Parameters, is evaluated per item.`,
 			location: 'outputPane',
 		});
 	}

@@ -5,11 +5,15 @@
  * per-item evaluation gives it.
  *
  * Both ways of batching: 1,200 small items go to the engine whole (`$input.all()`, one call);
- * padded to over 1 MB, they go in chunks of 500 through `$item(k)` (three calls).
+ * padded to over 1 MB, they go in chunks of 500 through `$item(k)` (three calls). Expressions
+ * that read an earlier node's item (`$('Items').item`) are read from the paired item directly
+ * when they are a plain path, else go in chunks of 500 through n8n's `$getPairedItem`; for those,
+ * a Code node "Shuffle" between Items and the gates reverses the items and pairs each with its
+ * Items item, so `$('Items').item` is not `$json`.
  *
  * Per workflow: Items (1,200 varied payloads) feed two Dedupe Gates. "Batched" has
- * the expression as it is. "Per Item" has the same expression behind `$itemIndex >= 0 ? … : ''`,
- * which means the same for every item but names `$itemIndex`, so it is evaluated per item. Both
+ * the expression as it is. "Per Item" has the same expression behind `$runIndex >= 0 ? … : ''`,
+ * which means the same for every item but names `$runIndex`, so it is evaluated per item. Both
  * continue on error, so a failing item leaves on Duplicate with its message. The test compares,
  * item by item, the key each gate recorded or the error it raised.
  */
@@ -39,7 +43,11 @@ const shapes = [
 ];
 return Array.from({ length: ${ITEMS} }, (_, i) => ({ json: { pos: i, ...shapes[i % shapes.length](i), ...(${padding} ? { pad: 'x'.repeat(${padding}) } : {}) } }));`;
 
-function workflow(expression: string, credentialId: string, namespace: string, padding: number): WorkflowJson {
+/** Reverses the items: item k is new data, paired with Items' item (n - 1 - k). */
+const shuffleCode = `const all = $input.all();
+return all.map((_, k) => ({ json: { pos: k, tag: k % 4 === 0 ? null : 'p' + (k % 3) }, pairedItem: { item: all.length - 1 - k } }));`;
+
+function workflow(expression: string, credentialId: string, namespace: string, padding: number, shuffle: boolean): WorkflowJson {
 	const credentials = { idempotencyPostgresApi: { id: credentialId, name: 'Ledger' } };
 	const body = expression.replace(/^=\{\{([\s\S]*)\}\}$/, '$1');
 	const gate = (name: string, y: number, keyExpression: string) =>
@@ -49,12 +57,14 @@ function workflow(expression: string, credentialId: string, namespace: string, p
 		nodes: [
 			node('Start', 'n8n-nodes-base.manualTrigger', {}, { typeVersion: 1, position: [0, 0] }),
 			node('Items', 'n8n-nodes-base.code', { jsCode: itemsCode(padding) }, { position: [220, 0] }),
+			...(shuffle ? [node('Shuffle', 'n8n-nodes-base.code', { jsCode: shuffleCode }, { position: [330, 0] })] : []),
 			gate('Batched', -100, expression),
-			gate('Per Item', 100, `={{ $itemIndex >= 0 ? (${body}) : '' }}`),
+			gate('Per Item', 100, `={{ $runIndex >= 0 ? (${body}) : '' }}`),
 		],
 		connections: {
 			Start: { main: [[{ node: 'Items', type: 'main', index: 0 }]] },
-			Items: {
+			...(shuffle ? { Items: { main: [[{ node: 'Shuffle', type: 'main', index: 0 }]] } } : {}),
+			[shuffle ? 'Shuffle' : 'Items']: {
 				main: [
 					[
 						{ node: 'Batched', type: 'main', index: 0 },
@@ -84,16 +94,26 @@ function answers(run: any, gate: string): Map<number, string> {
  * and how the gate batches it: 1,200 small items (well under 1 MB) go to the engine whole
  * (`$input.all()`); padded to 1 KB each, they go in chunks of 500 through `$item(k)`.
  */
-const expressions: Array<[string, 'whole input' | 'chunks', boolean, number]> = [
+type Mode = 'whole input' | 'chunks' | 'through Shuffle, $getPairedItem in chunks' | 'through Shuffle, read from the paired item';
+const expressions: Array<[string, Mode, boolean, number]> = [
 	// Text building never fails: an object prints as "[object Object]", on both sides.
 	["={{ 'k-' + $json.id }}", 'whole input', false, 0],
 	['={{ $json.email.toLowerCase().trim() }}', 'whole input', true, 0],
 	["={{ $json.id ?? 'none' }}", 'whole input', true, 0],
 	// An n8n extension function; String() makes every item a text.
 	["={{ String($json.id).hash('sha256') }}", 'whole input', false, 0],
+	// A regular expression, the item's position and the day.
+	["={{ String($json.id).replace(/\\s+/g, '_') + '#' + $itemIndex + '@' + $today.toFormat('yyyy') }}", 'whole input', false, 0],
 	["={{ 'k-' + $json.id }}", 'chunks', false, 1_000],
 	["={{ $json.id ?? 'none' }}", 'chunks', true, 1_000],
 	["={{ String($json.id).hash('sha256') }}", 'chunks', false, 1_000],
+	// $('Items').item: the Items item paired with each Shuffle item (the reverse position). A plain
+	// path of it is read directly from the item n8n pairs; anything more goes to the engine.
+	["={{ $('Items').item.json.id }}", 'through Shuffle, read from the paired item', true, 0],
+	['={{ $("Items").item.json["email"] }}', 'through Shuffle, read from the paired item', true, 0],
+	["={{ 'k-' + $('Items').item.json.id }}", 'through Shuffle, $getPairedItem in chunks', false, 0],
+	["={{ $('Items').item.json.email.toLowerCase() + $json.tag }}", 'through Shuffle, $getPairedItem in chunks', true, 0],
+	["={{ ($json.tag ?? 'none') + '/' + $('Items').item.json.id + '/' + $('Shuffle').item.json.pos }}", 'through Shuffle, $getPairedItem in chunks', false, 0],
 ];
 
 describe('e2e: item-local key expressions, batched, in a real n8n (default vm engine)', () => {
@@ -115,7 +135,7 @@ describe('e2e: item-local key expressions, batched, in a real n8n (default vm en
 	});
 
 	test.each(expressions)('%s, %s: every item gets the key, or the error, that per-item evaluation gives it', async (expression, mode, failures, padding) => {
-		const { run } = await n8n!.executeCli(workflow(expression, credentialId, `batched-${randomUUID().slice(0, 8)}`, padding));
+		const { run } = await n8n!.executeCli(workflow(expression, credentialId, `batched-${randomUUID().slice(0, 8)}`, padding, mode.startsWith('through Shuffle')));
 		const batched = answers(run, 'Batched');
 		const perItem = answers(run, 'Per Item');
 		expect(batched.size).toBe(ITEMS);

@@ -5,7 +5,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { batchedReader, CHUNK, itemLocalExpression, WHOLE_INPUT_BYTES, WHOLE_INPUT_ITEMS } from '../../lib/n8n/batchedExpression';
-import { expressionSource, fillTemplate, jsonPathTemplate, readPath, simpleJsonPath, toKeyText } from '../../lib/n8n/keySource';
+import { expressionSource, fillTemplate, pathTemplate, plainPath, readPath, toKeyText } from '../../lib/n8n/keySource';
 import { evaluateParameterForItems, type ParameterOutcome } from '../support/engine';
 
 /** Small deterministic PRNG (mulberry32), so a failure can be replayed. */
@@ -70,8 +70,9 @@ describe('fast path vs the expression engine', () => {
 	const items: INodeExecutionData[] = Array.from({ length: 300 }, () => ({ json: payload(rnd) }));
 
 	test.each(expressions)('%s gives the same key or the same failure on 300 random payloads', async (expression) => {
-		const path = simpleJsonPath(expression);
-		expect(path).not.toBeNull();
+		const plain = plainPath(expression);
+		expect(plain?.node).toBeNull();
+		const path = plain?.path;
 		const engine = await evaluateParameterForItems({ key: expression }, items, 'key');
 		expect(engine).toHaveLength(items.length);
 		let agreedKeys = 0;
@@ -105,13 +106,13 @@ describe('text templates built only from $json paths vs the expression engine', 
 	const items: INodeExecutionData[] = Array.from({ length: 300 }, () => ({ json: payload(rnd) }));
 
 	test.each(templates)('%s gives the same text on 300 random payloads (objects and lists left to the engine)', async (expression) => {
-		const parts = jsonPathTemplate(expression);
+		const parts = pathTemplate(expression);
 		expect(parts).not.toBeNull();
 		const engine = await evaluateParameterForItems({ key: expression }, items, 'key');
 		let filled = 0;
 		let leftToEngine = 0;
 		items.forEach((item, i) => {
-			const fast = fillTemplate(parts!, item.json);
+			const fast = fillTemplate(parts!, () => item.json);
 			const outcome = engine[i];
 			if (fast === undefined) {
 				leftToEngine++;
@@ -126,12 +127,89 @@ describe('text templates built only from $json paths vs the expression engine', 
 		expect(leftToEngine).toBeGreaterThan(0);
 	});
 
-	test.each(['={{ $json.id.toUpperCase() }}-x', "=k-{{ $('Source').item.json.id }}", '=a{b}{{ $json.id }}', '=k-{{ $json.id', '=plain text', '={{ $json.id }}'])(
+	test.each(['={{ $json.id.toUpperCase() }}-x', "=k-{{ $('Source').item.json.id + 1 }}", '=a{b}{{ $json.id }}', '=k-{{ $json.id', '=plain text', '={{ $json.id }}'])(
 		'%s is not a template of plain paths (the engine, or the simple path, handles it)',
 		(expression) => {
-			expect(jsonPathTemplate(expression)).toBeNull();
+			expect(pathTemplate(expression)).toBeNull();
 		},
 	);
+});
+
+/**
+ * `$('Node').item.json.a.b`, the form n8n's editor writes when a field of an earlier node is dragged
+ * in, is read from the paired item that n8n's own `$('Node').itemMatching` finds, looked up once
+ * per execution. Relay (between Source and the reader) shuffles the items and re-pairs them, so
+ * the paired item is not `$json`; some of its items point past Source's items, and n8n's own
+ * error must reach those.
+ */
+describe('plain paths of a paired item vs the expression engine', () => {
+	const rnd = random(20261126);
+	const items: INodeExecutionData[] = Array.from({ length: 300 }, () => ({ json: payload(rnd) }));
+	const order = items.map((_, i) => i).sort(() => rnd() - 0.5);
+	const relay = (source: INodeExecutionData[]) =>
+		order.map((from, k) => ({ json: { n: k, id: `relay-${k}` }, pairedItem: { item: k % 29 === 0 ? source.length + k : from } }));
+
+	test.each([
+		"={{ $('Source').item.json.id }}",
+		'={{ $("Source").item.json["order id"] }}',
+		"={{ $('Source').item.json.data.object.id }}",
+		"={{ $('Relay').item.json.id }}",
+		"=k-{{ $('Source').item.json.id }}/{{ $json.n }}",
+		"={{ $('Source').item.json.items[0].id }}-{{ $('Source').item.json['order id'] }}",
+	])('%s gives the same key or the same failure as n8n on 300 shuffled items', async (expression) => {
+		const engine = await evaluateParameterForItems({ key: expression }, items, 'key', { relay });
+		const calls = { getNodeParameter: 0, getWorkflowDataProxy: 0 };
+		let kind = '';
+		const fast = await evaluateParameterForItems({ key: expression }, items, 'key', {
+			relay,
+			reader: (ctx) => {
+				const source = expressionSource(countingCalls(ctx, calls), 'key', expression);
+				kind = source.kind;
+				const input = ctx.getInputData();
+				return (i) => source.read(i, input[i]);
+			},
+		});
+		expect(kind).toBe('fast');
+		let [keys, failures, refused] = [0, 0, 0];
+		engine.forEach((outcome, i) => {
+			const slow = outcome.ok ? keyOf(outcome.value) : { ok: false as const };
+			const quick = fast[i].ok ? keyOf((fast[i] as { value: unknown }).value) : { ok: false as const };
+			if (slow.ok !== quick.ok || (slow.ok && quick.ok && slow.key !== quick.key)) {
+				throw new Error(`item ${i}: engine ${JSON.stringify(outcome.ok ? outcome.value : String(outcome.error))} vs fast ${JSON.stringify(fast[i].ok ? (fast[i] as { value: unknown }).value : String((fast[i] as { error: Error }).error))}`);
+			}
+			// Where n8n refuses the pairing, the item gets n8n's own error.
+			if (!outcome.ok && !fast[i].ok) {
+				expect((fast[i] as { error: Error }).error.message).toBe(outcome.error.message);
+				refused++;
+			}
+			if (slow.ok) keys++;
+			else failures++;
+		});
+		expect(keys).toBeGreaterThan(100);
+		// One lookup of the pairing for the execution; only the items n8n refuses go to the engine,
+		// and in a template those with an object or a list in it (the engine prints those).
+		expect(calls.getWorkflowDataProxy).toBe(1);
+		if (plainPath(expression)) expect(calls.getNodeParameter).toBe(refused);
+		else expect(calls.getNodeParameter).toBeGreaterThanOrEqual(refused);
+		expect(calls.getNodeParameter).toBeLessThan(items.length / 2);
+		if (!expression.includes('Relay')) expect(refused).toBe(Math.ceil(items.length / 29));
+		expect(failures).toBeGreaterThanOrEqual(refused);
+	});
+
+	test('a node the reader is not connected to: every item gets n8n’s own error', async () => {
+		const expression = "={{ $('Nowhere').item.json.id }}";
+		const sample = items.slice(0, 5);
+		const engine = await evaluateParameterForItems({ key: expression }, sample, 'key');
+		const fast = await evaluateParameterForItems({ key: expression }, sample, 'key', {
+			reader: (ctx) => {
+				const source = expressionSource(ctx, 'key', expression);
+				const input = ctx.getInputData();
+				return (i) => source.read(i, input[i]);
+			},
+		});
+		expect(engine.every((o) => !o.ok)).toBe(true);
+		expect(fast.map((o) => (o.ok ? o.value : o.error.message))).toEqual(engine.map((o) => (o.ok ? o.value : o.error.message)));
+	});
 });
 
 /**
@@ -148,6 +226,10 @@ const itemLocal = [
 	"={{ String($json.id).hash('sha256') }}",
 	'={{ Number($json.id) + 1 }}',
 	"={{ $json.id === null ? 'none' : $json.items }}",
+	"={{ $json.id + '#' + $itemIndex }}",
+	"={{ String($json.id).replace(/[^a-z0-9]+/gi, '').toLowerCase() / 1 || $json.id }}",
+	// The year of the evaluation: the same for every item, batched or not (a test run does not straddle New Year).
+	"={{ $json.id + '@' + $now.toFormat('yyyy') + $today.toFormat('yyyy') }}",
 ];
 
 /** `ctx`, counting the calls of the methods named in `counts`. */
@@ -164,6 +246,63 @@ function countingCalls(ctx: IExecuteFunctions, counts: Record<string, number>): 
 	});
 }
 
+/**
+ * Reads `expression` for every item both per item (getNodeParameter) and through batchedReader,
+ * and expects each item to get the same value or the same error, in one engine call per `size`
+ * items, with only the items the batch could not answer evaluated again on their own.
+ */
+async function expectBatchedAsPerItem(
+	expression: string,
+	items: INodeExecutionData[],
+	{ size, wholeInputBytes = WHOLE_INPUT_BYTES, relay, sourceName }: { size: number; wholeInputBytes?: number; relay?: (items: INodeExecutionData[]) => INodeExecutionData[]; sourceName?: string },
+) {
+	expect(itemLocalExpression(expression)).not.toBeNull();
+	const perItem = await evaluateParameterForItems({ key: expression }, items, 'key', { relay, sourceName });
+	const calls = { evaluateExpression: 0, getNodeParameter: 0 };
+	let kind = '';
+	const batched = await evaluateParameterForItems({ key: expression }, items, 'key', {
+		relay,
+		sourceName,
+		reader: (ctx) => {
+			kind = expressionSource(ctx, 'key', expression).kind;
+			const counting = countingCalls(ctx, calls);
+			return batchedReader(counting, 'key', itemLocalExpression(expression)!, ctx.getInputData(), undefined, wholeInputBytes);
+		},
+	});
+	expect(kind).toBe('batched');
+	expect(batched).toHaveLength(perItem.length);
+	let values = 0;
+	const answered: boolean[] = [];
+	perItem.forEach((a, i) => {
+		const b = batched[i];
+		const show = (o: ParameterOutcome) => (o.ok ? JSON.stringify(o.value) : `error ${o.error.message}`);
+		if (a.ok !== b.ok || (a.ok && b.ok && JSON.stringify(a.value) !== JSON.stringify(b.value)) || (!a.ok && !b.ok && a.error.message !== b.error.message)) {
+			throw new Error(`item ${i}: per item ${show(a)}, batched ${show(b)}`);
+		}
+		if (a.ok) values++;
+		answered.push(a.ok && (typeof a.value === 'string' || (typeof a.value === 'number' && Number.isFinite(a.value))));
+	});
+	expect(values).toBeGreaterThan(100);
+	// One engine call per chunk (or for all); only items whose answer is not text or a number, or that
+	// failed, are evaluated again on their own, so that their value or error is n8n's. After a
+	// chunk where those are the majority, the rest goes per item.
+	let [expectedEngineCalls, expectedItemCalls] = [0, 0];
+	for (let start = 0; start < answered.length; start += size) {
+		const chunk = answered.slice(start, start + size);
+		const misses = chunk.filter((ok) => !ok).length;
+		expectedEngineCalls++;
+		expectedItemCalls += misses;
+		if (misses > chunk.length / 2) {
+			expectedItemCalls += answered.length - start - chunk.length;
+			break;
+		}
+	}
+	expect(calls.evaluateExpression).toBe(expectedEngineCalls);
+	expect(calls.getNodeParameter).toBe(expectedItemCalls);
+	// The batch answered a real share of the items on its own.
+	expect(answered.length - calls.getNodeParameter).toBeGreaterThan(50);
+}
+
 describe('item-local expressions evaluated in batches vs per item', () => {
 	const rnd = random(20261124);
 	// More than two chunks, so that chunk boundaries are crossed.
@@ -178,49 +317,7 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 	const cases = modes.flatMap(([mode, bytes, size]) => itemLocal.map((expression) => [expression, mode, bytes, size] as const));
 
 	test.each(cases)('%s, %s: each item gets what getNodeParameter gives it', async (expression, _mode, wholeInputBytes, size) => {
-		expect(itemLocalExpression(expression)).not.toBeNull();
-		const perItem = await evaluateParameterForItems({ key: expression }, items, 'key');
-		const calls = { evaluateExpression: 0, getNodeParameter: 0 };
-		let kind = '';
-		const batched = await evaluateParameterForItems({ key: expression }, items, 'key', {
-			reader: (ctx) => {
-				kind = expressionSource(ctx, 'key', expression).kind;
-				const counting = countingCalls(ctx, calls);
-				return batchedReader(counting, 'key', itemLocalExpression(expression)!, ctx.getInputData(), undefined, wholeInputBytes);
-			},
-		});
-		expect(kind).toBe('batched');
-		expect(batched).toHaveLength(items.length);
-		let values = 0;
-		const answered: boolean[] = [];
-		items.forEach((item, i) => {
-			const [a, b] = [perItem[i], batched[i]];
-			const show = (o: ParameterOutcome) => (o.ok ? JSON.stringify(o.value) : `error ${o.error.message}`);
-			if (a.ok !== b.ok || (a.ok && b.ok && JSON.stringify(a.value) !== JSON.stringify(b.value)) || (!a.ok && !b.ok && a.error.message !== b.error.message)) {
-				throw new Error(`item ${i} ${JSON.stringify(item.json)}: per item ${show(a)}, batched ${show(b)}`);
-			}
-			if (a.ok) values++;
-			answered.push(a.ok && (typeof a.value === 'string' || (typeof a.value === 'number' && Number.isFinite(a.value))));
-		});
-		expect(values).toBeGreaterThan(100);
-		// One engine call per chunk (or for all); only items whose answer is not text or a number, or that
-		// failed, are evaluated again on their own, so that their value or error is n8n's. After a
-		// chunk where those are the majority, the rest goes per item.
-		let [expectedEngineCalls, expectedItemCalls] = [0, 0];
-		for (let start = 0; start < items.length; start += size) {
-			const chunk = answered.slice(start, start + size);
-			const misses = chunk.filter((ok) => !ok).length;
-			expectedEngineCalls++;
-			expectedItemCalls += misses;
-			if (misses > chunk.length / 2) {
-				expectedItemCalls += items.length - start - chunk.length;
-				break;
-			}
-		}
-		expect(calls.evaluateExpression).toBe(expectedEngineCalls);
-		expect(calls.getNodeParameter).toBe(expectedItemCalls);
-		// The batch answered a real share of the items on its own.
-		expect(items.length - calls.getNodeParameter).toBeGreaterThan(50);
+		await expectBatchedAsPerItem(expression, items, { wholeInputBytes, size });
 	});
 
 	test('the input goes to the engine whole while it is small (items and JSON), else in chunks of 500', async () => {
@@ -259,5 +356,48 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 			},
 		});
 		expect(batched.map((o) => (o.ok ? o.value : o.error.message))).toEqual(perItem.map((o) => (o.ok ? o.value : o.error.message)));
+	});
+});
+
+/**
+ * `$('Node').item` is the item of an earlier node paired with the item being read: the batch asks
+ * n8n's `$getPairedItem` with item k's pairing, after n8n's own checks made once. Between Source and the reader sits Relay, which
+ * shuffles the items and sets their pairing, so `$('Source').item` is a different item from
+ * `$json`; some of Relay's items point past Source's items, so their lookup fails.
+ */
+describe('expressions that read $(Node).item, evaluated in batches vs per item', () => {
+	const rnd = random(20261125);
+	const items: INodeExecutionData[] = Array.from({ length: 2 * CHUNK + 100 }, () => ({ json: payload(rnd) }));
+	const order = items.map((_, i) => i).sort(() => rnd() - 0.5);
+	const relay = (source: INodeExecutionData[]) =>
+		order.map((from, k) => ({ json: { n: k, tag: k % 7 === 0 ? null : `t${k % 5}` }, pairedItem: { item: k % 97 === 0 ? source.length + k : from } }));
+
+	test.each([
+		"={{ $('Source').item.json.id ?? 'none' }}",
+		"={{ 'k-' + $('Source').item.json.id + '-' + $json.n }}",
+		"={{ $('Source').item.json.id + '#' + $itemIndex }}",
+		"={{ $('Source').item.json.data.object.id.toString() }}",
+		"={{ $('Source').item.json[\"order id\"] ?? $('Relay').item.json.tag }}",
+		"={{ $json.tag ? $json.tag + $( \"Source\" ).item.json.id : $('Relay').item.json.n }}",
+	])('%s: each item gets what getNodeParameter gives it, in calls of 500', async (expression) => {
+		await expectBatchedAsPerItem(expression, items, { size: CHUNK, relay });
+	});
+
+	test('a node name with quotes and braces in it reaches n8n as it is', async () => {
+		await expectBatchedAsPerItem(`={{ 'k-' + $("Shop {EU} 'A'").item.json.id }}`, items, { size: CHUNK, relay, sourceName: "Shop {EU} 'A'" });
+	});
+
+	test('a node the reader is not connected to: no batch, every item gets n8n’s own error', async () => {
+		const expression = "={{ 'k-' + $('Nowhere').item.json.id }}";
+		const sample = items.slice(0, 5);
+		const calls = { evaluateExpression: 0, getNodeParameter: 0 };
+		const perItem = await evaluateParameterForItems({ key: expression }, sample, 'key', { relay: (s) => s });
+		const batched = await evaluateParameterForItems({ key: expression }, sample, 'key', {
+			relay: (s) => s,
+			reader: (ctx) => batchedReader(countingCalls(ctx, calls), 'key', itemLocalExpression(expression)!, ctx.getInputData()),
+		});
+		expect(perItem.every((o) => !o.ok)).toBe(true);
+		expect(batched.map((o) => (o.ok ? o.value : o.error.message))).toEqual(perItem.map((o) => (o.ok ? o.value : o.error.message)));
+		expect(calls).toEqual({ evaluateExpression: 0, getNodeParameter: sample.length });
 	});
 });

@@ -437,9 +437,16 @@ export interface EvaluateParameterOptions {
 	 * per item. Default: `getNodeParameter(parameterName, i)`.
 	 */
 	reader?: (ctx: IExecuteFunctions) => (itemIndex: number) => unknown;
+	/**
+	 * A node named 'Relay' between Source and Probe that turns Source's items into the items
+	 * Probe reads, each with the `pairedItem` it sets (its index into Source's items), so that
+	 * `$('Source').item` and `$json` are different items. Default: no Relay.
+	 */
+	relay?: (sourceItems: INodeExecutionData[]) => INodeExecutionData[];
 }
 
 const PROBE_SOURCE_TYPE = 'engineHarness.probeSource';
+const RELAY_TYPE = 'engineHarness.relay';
 const PROBE_TYPE = 'engineHarness.probe';
 
 /**
@@ -504,15 +511,20 @@ export async function evaluateParameterForItems(
 		},
 	};
 
-	const result = await runWorkflow(
-		{
-			nodes: [
-				{ id: 'source', name: sourceName, type: PROBE_SOURCE_TYPE, typeVersion: 1, position: [0, 0], parameters: {} },
-				{ id: 'probe', name: probeName, type: PROBE_TYPE, typeVersion: 1, position: [200, 0], parameters: nodeParameters },
-			],
-			connections: { [sourceName]: { main: [[{ node: probeName, type: 'main', index: 0 }]] } },
+	const relay: INodeType = {
+		description: { ...probeSource.description, displayName: 'Relay', name: RELAY_TYPE, description: 'Re-pairs the items', defaults: { name: 'Relay' } },
+		async execute(this: IExecuteFunctions) {
+			return [options.relay!(this.getInputData())];
 		},
-		{ nodeTypes: { [PROBE_SOURCE_TYPE]: probeSource, [PROBE_TYPE]: probe } },
+	};
+	const nodes: INode[] = [
+		{ id: 'source', name: sourceName, type: PROBE_SOURCE_TYPE, typeVersion: 1, position: [0, 0], parameters: {} },
+		...(options.relay ? [{ id: 'relay', name: 'Relay', type: RELAY_TYPE, typeVersion: 1, position: [100, 0] as [number, number], parameters: {} }] : []),
+		{ id: 'probe', name: probeName, type: PROBE_TYPE, typeVersion: 1, position: [200, 0], parameters: nodeParameters },
+	];
+	const result = await runWorkflow(
+		{ nodes, connections: chain(...nodes.map((n) => n.name)) },
+		{ nodeTypes: { [PROBE_SOURCE_TYPE]: probeSource, [RELAY_TYPE]: relay, [PROBE_TYPE]: probe } },
 	);
 	if (result.error && outcomes.length === 0) throw result.error;
 	return outcomes;

@@ -1,4 +1,4 @@
-import { formatPath, parseFieldPath, parsePath, readPath, simpleJsonPath, toKeyText } from '../../lib/n8n/keySource';
+import { formatPath, parseFieldPath, parsePath, pathTemplate, plainPath, readPath, toKeyText } from '../../lib/n8n/keySource';
 import { LedgerInputError } from '../../lib/ledger/errors';
 
 describe('field paths', () => {
@@ -39,7 +39,7 @@ describe('field paths', () => {
 	});
 });
 
-describe('simple $json expressions', () => {
+describe('plain-path expressions', () => {
 	test.each([
 		['={{ $json.id }}', ['id']],
 		['={{$json.id}}', ['id']],
@@ -47,8 +47,16 @@ describe('simple $json expressions', () => {
 		["={{ $json['order id'] }}", ['order id']],
 		['={{ $json.data.object.id }}', ['data', 'object', 'id']],
 		['={{ $json.items[0].id }}', ['items', 0, 'id']],
-	])('%s is read directly', (raw, path) => {
-		expect(simpleJsonPath(raw)).toEqual(path);
+	])('%s is read directly from the item', (raw, path) => {
+		expect(plainPath(raw)).toEqual({ node: null, path });
+	});
+
+	test.each([
+		["={{ $('Webhook').item.json.body.id }}", 'Webhook', ['json', 'body', 'id']],
+		['={{ $("Order (paid)").item.json["order id"] }}', 'Order (paid)', ['json', 'order id']],
+		["={{$( 'A' ) . item .json.items[0]}}", 'A', ['json', 'items', 0]],
+	])('%s is read directly from the paired item of the node', (raw, node, path) => {
+		expect(plainPath(raw)).toEqual({ node, path });
 	});
 
 	test.each([
@@ -56,7 +64,13 @@ describe('simple $json expressions', () => {
 		'={{ $json.id.toString() }}',
 		'={{ $json?.id }}',
 		'={{ $json }}',
-		"={{ $('Webhook').item.json.id }}",
+		"={{ $('Webhook').item.json.id + 1 }}",
+		"={{ $('Webhook').item }}",
+		"={{ $('Web\\'hook').item.json.id }}",
+		"={{ $('Webhook').itemMatching(0).json.id }}",
+		"={{ $('Webhook').first().json.id }}",
+		"={{ $('Webhook')?.item.json.id }}",
+		"={{ $(name).item.json.id }}",
 		'=id-{{ $json.id }}',
 		'= {{ $json.id }}',
 		'={{ $json.id }} ',
@@ -64,7 +78,17 @@ describe('simple $json expressions', () => {
 		'={{ $json.id }}{{ $json.v }}',
 		'={{ $json[$json.k] }}',
 	])('%s goes to the expression engine', (raw) => {
-		expect(simpleJsonPath(raw)).toBeNull();
+		expect(plainPath(raw)).toBeNull();
+	});
+
+	test('text templates may mix paths of the item and of paired items', () => {
+		expect(pathTemplate("=k-{{ $json.id }}/{{ $('Webhook').item.json.body.id }}")).toEqual([
+			{ text: 'k-' },
+			{ node: null, path: ['id'] },
+			{ text: '/' },
+			{ node: 'Webhook', path: ['json', 'body', 'id'] },
+		]);
+		expect(pathTemplate("=k-{{ $('Webhook').item.json.id + 1 }}")).toBeNull();
 	});
 });
 
