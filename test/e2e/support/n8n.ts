@@ -301,10 +301,17 @@ function track(child: ChildProcess) {
 	child.once('exit', () => live.delete(child));
 	if (!exitHookInstalled) {
 		exitHookInstalled = true;
-		// Last resort when a test file forgot stop(): no n8n outlives the jest process.
+		// Last resort when a test file forgot stop(): no n8n outlives the jest process, nor a bench
+		// stopped with Ctrl-C or kill (which end the process without an 'exit' event).
 		process.once('exit', () => {
 			for (const c of live) killGroup(c, 'SIGKILL');
 		});
+		for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+			process.once(signal, () => {
+				for (const c of live) killGroup(c, 'SIGKILL');
+				process.kill(process.pid, signal);
+			});
+		}
 	}
 }
 
