@@ -15,7 +15,8 @@
  *    pointed at a counting proxy in front of PostgreSQL.
  *
  * The package is installed the user's way (npm pack into <user folder>/.n8n/nodes) by the e2e
- * harness, test/e2e/support/n8n.ts. BENCH_ITEMS changes the 10,000; BENCH_ROUNDS the 3 throughput rounds; BENCH_PARTS picks parts.
+ * harness, test/e2e/support/n8n.ts. BENCH_ITEMS changes the 10,000; BENCH_ROUNDS the 3 throughput rounds; BENCH_PARTS picks parts;
+ * BENCH_ROWS picks throughput rows.
  */
 import { randomUUID } from 'crypto';
 import { Client, Pool } from 'pg';

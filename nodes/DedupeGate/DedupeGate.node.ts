@@ -73,7 +73,7 @@ const keyProperties: INodeProperties[] = [
 		default: '={{ $json.id }}',
 		required: true,
 		placeholder: 'e.g. {{ $json.body.eventId }}',
-		description: "The idempotency key. A plain field of the item or of an earlier node's item, such as {{ $json.id }} or {{ $('Webhook').item.json.body.id }}, is read directly and costs nothing. Other expressions are evaluated by n8n, for many items at once when they read only $json, $('Node').item and $itemIndex.",
+		description: "The idempotency key. A plain field of the item, or of an earlier node's item (as n8n writes it when you drag a field in), is read directly and costs nothing. Other expressions are evaluated by n8n, for many items at once when they use no $input, arrow functions or template literals.",
 		displayOptions: { show: { keySource: ['expression'] } },
 	},
 	{
