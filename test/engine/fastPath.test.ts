@@ -2,7 +2,7 @@
  * The fast path reads `={{ $json.a.b }}` straight from the item. It must give exactly what n8n's
  * expression engine gives, on a property-based set of payloads: the same key, or an error on both.
  */
-import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData, IWorkflowSettings } from 'n8n-workflow';
 
 import { batchedReader, CHUNK, itemLocalExpression, WHOLE_INPUT_BYTES, WHOLE_INPUT_ITEMS } from '../../lib/n8n/batchedExpression';
 import { expressionSource, fillTemplate, pathTemplate, plainPath, readPath, toKeyText } from '../../lib/n8n/keySource';
@@ -196,6 +196,25 @@ describe('plain paths of a paired item vs the expression engine', () => {
 		expect(failures).toBeGreaterThanOrEqual(refused);
 	});
 
+	test('with binary data kept in the item (binaryMode "combined"), $(Node).item.id reads the item’s JSON, as n8n does', async () => {
+		const expression = "={{ $('Source').item.id }}";
+		const settings = { binaryMode: 'combined' as const };
+		const engine = await evaluateParameterForItems({ key: expression }, items, 'key', { relay, settings });
+		const fast = await evaluateParameterForItems({ key: expression }, items, 'key', {
+			relay,
+			settings,
+			reader: (ctx) => {
+				const source = expressionSource(ctx, 'key', expression);
+				expect(source.kind).toBe('fast');
+				const input = ctx.getInputData();
+				return (i) => source.read(i, input[i]);
+			},
+		});
+		const show = (o: ParameterOutcome) => (o.ok ? JSON.stringify(o.value) : `error ${o.error.message}`);
+		expect(fast.map(show)).toEqual(engine.map(show));
+		expect(engine.filter((o) => o.ok && o.value !== undefined).length).toBeGreaterThan(100);
+	});
+
 	test('a node the reader is not connected to: every item gets n8n’s own error', async () => {
 		const expression = "={{ $('Nowhere').item.json.id }}";
 		const sample = items.slice(0, 5);
@@ -254,15 +273,22 @@ function countingCalls(ctx: IExecuteFunctions, counts: Record<string, number>): 
 async function expectBatchedAsPerItem(
 	expression: string,
 	items: INodeExecutionData[],
-	{ size, wholeInputBytes = WHOLE_INPUT_BYTES, relay, sourceName }: { size: number; wholeInputBytes?: number; relay?: (items: INodeExecutionData[]) => INodeExecutionData[]; sourceName?: string },
+	{
+		size,
+		wholeInputBytes = WHOLE_INPUT_BYTES,
+		relay,
+		sourceName,
+		settings,
+	}: { size: number; wholeInputBytes?: number; relay?: (items: INodeExecutionData[]) => INodeExecutionData[]; sourceName?: string; settings?: IWorkflowSettings },
 ) {
 	expect(itemLocalExpression(expression)).not.toBeNull();
-	const perItem = await evaluateParameterForItems({ key: expression }, items, 'key', { relay, sourceName });
+	const perItem = await evaluateParameterForItems({ key: expression }, items, 'key', { relay, sourceName, settings });
 	const calls = { evaluateExpression: 0, getNodeParameter: 0 };
 	let kind = '';
 	const batched = await evaluateParameterForItems({ key: expression }, items, 'key', {
 		relay,
 		sourceName,
+		settings,
 		reader: (ctx) => {
 			kind = expressionSource(ctx, 'key', expression).kind;
 			const counting = countingCalls(ctx, calls);
@@ -381,6 +407,10 @@ describe('expressions that read $(Node).item, evaluated in batches vs per item',
 		"={{ $json.tag ? $json.tag + $( \"Source\" ).item.json.id : $('Relay').item.json.n }}",
 	])('%s: each item gets what getNodeParameter gives it, in calls of 500', async (expression) => {
 		await expectBatchedAsPerItem(expression, items, { size: CHUNK, relay });
+	});
+
+	test('with binary data kept in the item (binaryMode "combined"), $(Node).item is the item’s JSON, batched as per item', async () => {
+		await expectBatchedAsPerItem("={{ 'k-' + $('Source').item.id }}", items, { size: CHUNK, relay, settings: { binaryMode: 'combined' } });
 	});
 
 	test('a node name with quotes and braces in it reaches n8n as it is', async () => {

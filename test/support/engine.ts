@@ -443,6 +443,8 @@ export interface EvaluateParameterOptions {
 	 * `$('Source').item` and `$json` are different items. Default: no Relay.
 	 */
 	relay?: (sourceItems: INodeExecutionData[]) => INodeExecutionData[];
+	/** Workflow settings (default: execution order v1 only). */
+	settings?: IWorkflowSettings;
 }
 
 const PROBE_SOURCE_TYPE = 'engineHarness.probeSource';
@@ -523,7 +525,7 @@ export async function evaluateParameterForItems(
 		{ id: 'probe', name: probeName, type: PROBE_TYPE, typeVersion: 1, position: [200, 0], parameters: nodeParameters },
 	];
 	const result = await runWorkflow(
-		{ nodes, connections: chain(...nodes.map((n) => n.name)) },
+		{ nodes, connections: chain(...nodes.map((n) => n.name)), settings: options.settings },
 		{ nodeTypes: { [PROBE_SOURCE_TYPE]: probeSource, [RELAY_TYPE]: relay, [PROBE_TYPE]: probe } },
 	);
 	if (result.error && outcomes.length === 0) throw result.error;
