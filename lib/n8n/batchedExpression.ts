@@ -241,7 +241,7 @@ export function batchedReader(
 ): (itemIndex: number) => unknown {
 	const count = items.length;
 	const perItem = (i: number) => ctx.getNodeParameter(name, i, fallback);
-	const pairing = expression.nodes.length > 0 ? pairingFor(ctx, expression.nodes) : undefined;
+	const pairing = expression.nodes.length > 0 ? pairingFor(ctx, expression.nodes, items) : undefined;
 	if (pairing === null) return perItem;
 	const whole = !pairing && count <= WHOLE_INPUT_ITEMS && fitsWithin(items, wholeInputBytes);
 	const size = whole ? count : CHUNK;
@@ -251,7 +251,7 @@ export function batchedReader(
 	const json = !expression.readsJson ? 'undefined' : whole ? '__items[__k].json' : `$item(${at}).$json`;
 	const bind = `(($json, __at) => (\n${expression.body}\n))`;
 	const call = (start: number, length: number) =>
-		`{{ (() => { ${whole ? 'const __items = $input.all();' : ''} ${pairing ? pairing.lookups(items) : ''} return Array.from({ length: ${length} }, (__, __k) => { try { return [${bind}(${json}, ${at})]; } catch (__e) { return null; } }); })() }}`;
+		`{{ (() => { ${whole ? 'const __items = $input.all();' : ''} ${pairing ?? ''} return Array.from({ length: ${length} }, (__, __k) => { try { return [${bind}(${json}, ${at})]; } catch (__e) { return null; } }); })() }}`;
 	const chunks = new Map<number, unknown[] | null>();
 	let batching = true;
 	const evaluate = (start: number): unknown[] | null => {
@@ -280,69 +280,50 @@ export function batchedReader(
 }
 
 /**
- * How a batch finds `$('Node').item` for item k. `.item` first checks that the node is connected
- * and has run, which does not depend on the item, then resolves the item's pairing with
+ * How a batch finds `$('Node').item` for item k: the definitions of `__pairedN`, or null when the
+ * expression must go per item. `.item` first checks that the node is connected and has run, which
+ * does not depend on the item, then resolves the item's pairing with
  * `$getPairedItem(node, source, pairedItem)`. Asking for `.item` or `.itemMatching(k)` inside the
  * batch would repeat the checks for every item, and n8n's check works out the reading node's
  * outputs with a whole expression evaluation each time when they depend on its settings (Dedupe
  * Gate's and Prompt Cache's do). So the checks are made once, here, through n8n's own
- * `$('Node').itemMatching` lookup, and the batch calls `$getPairedItem` with each item's pairing
- * and the input's source, chosen as `.item` chooses them. Null when n8n refuses the checks: then
- * the expression is evaluated per item, with n8n's errors.
+ * `$('Node').itemMatching` lookup, and the batch calls `$getPairedItem` directly.
  *
- * The pairings travel as one text literal, the same in every call: n8n rewrites an expression's
- * code once per distinct text (0.1 s for 500 pairings written as code), so every call after the
- * first reuses the first one's.
+ * n8n gives each input item the pairing `{ item: <its own index> }` on the node's first input;
+ * the batch relies on that, so the code it sends is the same for every input (n8n rewrites an
+ * expression's code once per distinct text). Any other pairing (another input, a source
+ * overwrite) leaves the expression per item.
  */
-function pairingFor(ctx: IExecuteFunctions, nodes: string[]): { lookups: (items: INodeExecutionData[]) => string } | null {
+function pairingFor(ctx: IExecuteFunctions, nodes: string[], items: INodeExecutionData[]): string | null {
 	try {
+		if (!items.every((item, k) => pairedWithOwnIndex(item.pairedItem, k))) return null;
+		const source = ctx.getExecuteData().source?.main?.[0];
+		if (!source) return null;
 		const proxy = ctx.getWorkflowDataProxy(0);
 		for (const node of nodes) {
 			if (typeof (proxy.$(node) as { itemMatching?: unknown }).itemMatching !== 'function') return null;
 		}
-		const source = ctx.getExecuteData().source?.main;
-		if (!source?.length) return null;
 		// `.item` gives the item's JSON alone when binary data is kept with it (binaryMode "combined").
 		const tail = ctx.getWorkflowSettings().binaryMode === 'combined' ? '.json' : '';
-		const sources = source.map((s) => (s ? sourceRecord(s) : null));
-		let text: string | undefined;
-		return {
-			lookups: (items) =>
-				(text ??= [
-					`const __sources = JSON.parse(${textLiteral(JSON.stringify(sources))});`,
-					`const __pairs = JSON.parse(${textLiteral(JSON.stringify(items.map((item) => pairedItemRecord(item.pairedItem))))});`,
-					...nodes.map(
-						(node, n) =>
-							`const __paired${n} = (__i) => { const __r = __pairs[__i]; if (__r === null) throw 0; const __p = typeof __r === 'number' ? { item: __r } : __r; return $getPairedItem(${textLiteral(node)}, __sources[__p.input || 0] ?? __sources[0], __p)${tail}; };`,
-					),
-				].join(' ')),
-		};
+		// Only the fields n8n's resolver reads: its `vm` bridge accepts no others.
+		const record = { previousNode: source.previousNode, previousNodeOutput: source.previousNodeOutput, previousNodeRun: source.previousNodeRun };
+		return [
+			`const __source = JSON.parse(${textLiteral(JSON.stringify(record))});`,
+			...nodes.map((node, n) => `const __paired${n} = (__i) => $getPairedItem(${textLiteral(node)}, __source, { item: __i })${tail};`),
+		].join(' ');
 	} catch {
 		return null;
 	}
 }
 
+function pairedWithOwnIndex(paired: INodeExecutionData['pairedItem'], k: number): boolean {
+	if (typeof paired === 'number') return paired === k;
+	return !!paired && !Array.isArray(paired) && paired.item === k && !paired.input && !paired.sourceOverwrite;
+}
+
 /** `text` as a JavaScript text literal with no brace in it, so that it cannot end the `{{ }}` around it. */
 function textLiteral(text: string): string {
 	return JSON.stringify(text).replace(/[{}]/g, (c) => (c === '{' ? '\\u007b' : '\\u007d'));
-}
-
-type SourceRecord = { previousNode: string; previousNodeOutput?: number; previousNodeRun?: number };
-
-/** The fields of a source record that n8n's resolver reads (its `vm` bridge accepts no others). */
-function sourceRecord(s: SourceRecord): SourceRecord {
-	return { previousNode: s.previousNode, previousNodeOutput: s.previousNodeOutput, previousNodeRun: s.previousNodeRun };
-}
-
-/**
- * An item's pairing as one record (a bare number for the usual `{ item }`), or null where `.item`
- * would fail (none, or several).
- */
-function pairedItemRecord(paired: INodeExecutionData['pairedItem']): number | object | null {
-	if (typeof paired === 'number') return paired;
-	if (!paired || Array.isArray(paired) || typeof paired.item !== 'number') return null;
-	if (paired.input === undefined && !paired.sourceOverwrite) return paired.item;
-	return { item: paired.item, input: paired.input, sourceOverwrite: paired.sourceOverwrite ? sourceRecord(paired.sourceOverwrite) : undefined };
 }
 
 /** An input's size as JSON, counted up to the limit asked for, once for all of a node's parameters. */

@@ -179,9 +179,10 @@ export function parameterSource(ctx: IExecuteFunctions, name: string, fallback?:
 /**
  * A parameter whose raw value `raw` holds an expression: read from the item (or from the earlier
  * node's item paired with it) when it is a plain path or text built from plain paths; evaluated by
- * n8n for many items per call when it reads the item only through `$json`; evaluated by n8n per
- * item otherwise (`fallback` as in getNodeParameter). Whatever cannot be read directly, such as a
- * pairing n8n refuses, is left to getNodeParameter for that item, so its error is n8n's.
+ * n8n for many items per call when itemLocalExpression accepts it (`$json`, `$('Node').item`,
+ * `$itemIndex`); evaluated by n8n per item otherwise (`fallback` as in getNodeParameter).
+ * Whatever cannot be read directly, such as a pairing n8n refuses, is left to getNodeParameter
+ * for that item, so its error is n8n's.
  */
 export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unknown, fallback?: unknown): ValueSource {
 	const perItem = (i: number) => ctx.getNodeParameter(name, i, fallback);

@@ -413,6 +413,23 @@ describe('expressions that read $(Node).item, evaluated in batches vs per item',
 		await expectBatchedAsPerItem("={{ 'k-' + $('Source').item.id }}", items, { size: CHUNK, relay, settings: { binaryMode: 'combined' } });
 	});
 
+	test('an input whose items are not paired with their own index (not what n8n gives) is evaluated per item', async () => {
+		const expression = "={{ 'k-' + $('Source').item.json.id }}";
+		const sample = items.slice(0, 20);
+		const calls = { evaluateExpression: 0, getNodeParameter: 0 };
+		const perItem = await evaluateParameterForItems({ key: expression }, sample, 'key', { relay: (s) => s });
+		const read = await evaluateParameterForItems({ key: expression }, sample, 'key', {
+			relay: (s) => s,
+			reader: (ctx) => {
+				const input = ctx.getInputData().map((item, k) => ({ ...item, pairedItem: { item: k, input: 1 } }));
+				return batchedReader(countingCalls(ctx, calls), 'key', itemLocalExpression(expression)!, input);
+			},
+		});
+		const show = (o: ParameterOutcome) => (o.ok ? JSON.stringify(o.value) : `error ${o.error.message}`);
+		expect(read.map(show)).toEqual(perItem.map(show));
+		expect(calls).toEqual({ evaluateExpression: 0, getNodeParameter: sample.length });
+	});
+
 	test('a node name with quotes and braces in it reaches n8n as it is', async () => {
 		await expectBatchedAsPerItem(`={{ 'k-' + $("Shop {EU} 'A'").item.json.id }}`, items, { size: CHUNK, relay, sourceName: "Shop {EU} 'A'" });
 	});
