@@ -1,4 +1,4 @@
-import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData, IWorkflowDataProxyData } from 'n8n-workflow';
 
 /**
  * Evaluating an expression costs n8n a fixed 0.1–0.6 ms per call, whatever the expression
@@ -63,8 +63,13 @@ export interface ItemLocalExpression {
 	readsJson: boolean;
 }
 
-/** `$('Node').item` (or with double quotes; no backslash in the name), not followed by more of a name such as `itemMatching`. */
-const PAIRED_ITEM = /\$\s*\(\s*(?:'([^'\\\n]*)'|"([^"\\\n]*)")\s*\)\s*\.\s*item(?![A-Za-z0-9_$])/y;
+/**
+ * `$('Node').item` (or with double quotes; no backslash in the name): the node's name is group 1
+ * or 2. Also read by keySource's plain paths.
+ */
+export const PAIRED_ITEM_SOURCE = String.raw`\$\s*\(\s*(?:'([^'\\\n]*)'|"([^"\\\n]*)")\s*\)\s*\.\s*item`;
+/** PAIRED_ITEM_SOURCE, not followed by more of a name such as `itemMatching`. */
+const PAIRED_ITEM = new RegExp(`${PAIRED_ITEM_SOURCE}(?![A-Za-z0-9_$])`, 'y');
 
 /**
  * The expression inside `={{ … }}` when the whole parameter is that one expression and it reads
@@ -250,14 +255,14 @@ export function batchedReader(
 	const at = whole ? '__k' : '$itemIndex + __k';
 	const json = !expression.readsJson ? 'undefined' : whole ? '__items[__k].json' : `$item(${at}).$json`;
 	const bind = `(($json, __at) => (\n${expression.body}\n))`;
-	const call = (start: number, length: number) =>
+	const call = (length: number) =>
 		`{{ (() => { ${whole ? 'const __items = $input.all();' : ''} ${pairing ?? ''} return Array.from({ length: ${length} }, (__, __k) => { try { return [${bind}(${json}, ${at})]; } catch (__e) { return null; } }); })() }}`;
 	const chunks = new Map<number, unknown[] | null>();
 	let batching = true;
 	const evaluate = (start: number): unknown[] | null => {
 		const length = Math.min(size, count - start);
 		try {
-			const result = ctx.evaluateExpression(call(start, length), start);
+			const result = ctx.evaluateExpression(call(length), start);
 			return Array.isArray(result) && result.length === length ? result : null;
 		} catch {
 			return null;
@@ -300,9 +305,7 @@ function pairingFor(ctx: IExecuteFunctions, nodes: string[], items: INodeExecuti
 		const source = ctx.getExecuteData().source?.main?.[0];
 		if (!source) return null;
 		const proxy = ctx.getWorkflowDataProxy(0);
-		for (const node of nodes) {
-			if (typeof (proxy.$(node) as { itemMatching?: unknown }).itemMatching !== 'function') return null;
-		}
+		for (const node of nodes) itemMatching(proxy, node);
 		// `.item` gives the item's JSON alone when binary data is kept with it (binaryMode "combined").
 		const tail = ctx.getWorkflowSettings().binaryMode === 'combined' ? '.json' : '';
 		// Only the fields n8n's resolver reads: its `vm` bridge accepts no others.
@@ -314,6 +317,18 @@ function pairingFor(ctx: IExecuteFunctions, nodes: string[], items: INodeExecuti
 	} catch {
 		return null;
 	}
+}
+
+/**
+ * n8n's `$('Node').itemMatching` for `node`: item k → the Node item paired with input item k, the
+ * function n8n answers `.item` with. Throws where n8n refuses: the node is not connected, or has not
+ * run. Each lookup costs n8n a whole expression evaluation for a node whose outputs depend on its
+ * settings, so callers look it up once per execution.
+ */
+export function itemMatching(proxy: IWorkflowDataProxyData, node: string): (itemIndex: number) => unknown {
+	const match = (proxy.$(node) as { itemMatching?: unknown }).itemMatching;
+	if (typeof match !== 'function') throw new Error(`n8n has no itemMatching for ${node}`);
+	return match as (itemIndex: number) => unknown;
 }
 
 function pairedWithOwnIndex(paired: INodeExecutionData['pairedItem'], k: number): boolean {

@@ -1,7 +1,7 @@
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { LedgerInputError } from '../ledger/errors';
-import { batchedReader, itemLocalExpression } from './batchedExpression';
+import { batchedReader, itemLocalExpression, itemMatching, PAIRED_ITEM_SOURCE } from './batchedExpression';
 
 /**
  * Reading per-item values without paying for n8n's expression engine where it is not needed.
@@ -69,7 +69,7 @@ export interface PlainPath {
 	path: PathSegment[];
 }
 
-const PLAIN_PATH = /^\s*(\$json|\$\(\s*(?:'([^'\\\n]*)'|"([^"\\\n]*)")\s*\)\s*\.\s*item)((?:\s*(?:\.[A-Za-z_$][A-Za-z0-9_$]*|\[[^\]]*\]))+)\s*$/;
+const PLAIN_PATH = new RegExp(String.raw`^\s*(\$json|${PAIRED_ITEM_SOURCE})((?:\s*(?:\.[A-Za-z_$][A-Za-z0-9_$]*|\[[^\]]*\]))+)\s*$`);
 
 /** The path of an expression that is exactly `={{ $json.a.b }}` or `={{ $('Node').item.json.a }}` (or with brackets), else null. */
 export function plainPath(raw: unknown): PlainPath | null {
@@ -153,8 +153,9 @@ export const formatPath = (path: PathSegment[]) =>
 
 export interface ValueSource {
 	/**
-	 * How the value is read: a constant, a field of the item, a simple `$json` expression, the
-	 * expression engine for many items per call (`batched`), or the expression engine per item.
+	 * How the value is read: a constant, a field of the item, a plain path of the item or of its
+	 * paired item (or text built from them), the expression engine for many items per call
+	 * (`batched`), or the expression engine per item.
 	 */
 	kind: 'constant' | 'field' | 'fast' | 'batched' | 'engine';
 	read(itemIndex: number, item: INodeExecutionData): unknown;
@@ -187,32 +188,25 @@ export function parameterSource(ctx: IExecuteFunctions, name: string, fallback?:
 export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unknown, fallback?: unknown): ValueSource {
 	const perItem = (i: number) => ctx.getNodeParameter(name, i, fallback);
 	const plain = plainPath(raw);
+	if (plain?.node === null) return { kind: 'fast', read: (_i, item) => readPath(item.json, plain.path) };
 	const template = plain ? null : pathTemplate(raw);
 	if (plain || template) {
 		const paired = pairedItems(ctx);
-		const root = (i: number, item: INodeExecutionData) => (node: string | null) => (node === null ? item.json : paired(node, i));
-		if (plain) {
-			return {
-				kind: 'fast',
-				read: (i, item) => {
-					try {
-						return readPath(root(i, item)(plain.node), plain.path);
-					} catch {
-						return perItem(i);
-					}
-				},
-			};
-		}
+		const root = (node: string | null, i: number, item: INodeExecutionData) => (node === null ? item.json : paired(node, i));
+		const read = plain
+			? (i: number, item: INodeExecutionData) => readPath(root(plain.node, i, item), plain.path)
+			: (i: number, item: INodeExecutionData) => fillTemplate(template!, (node) => root(node, i, item));
 		return {
 			kind: 'fast',
 			read: (i, item) => {
-				let text: string | undefined;
+				let value: unknown;
 				try {
-					text = fillTemplate(template!, root(i, item));
+					value = read(i, item);
 				} catch {
-					text = undefined;
+					return perItem(i); // n8n refused the pairing: its own error
 				}
-				return text ?? perItem(i);
+				// A template with an object or a list in it is left to n8n, which prints those.
+				return template && value === undefined ? perItem(i) : value;
 			},
 		};
 	}
@@ -225,10 +219,9 @@ export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unkn
 }
 
 /**
- * `$('Node').item` for item `i`, from n8n's own data proxy: `$('Node').itemMatching`, the function
- * n8n answers `.item` with, is looked up once per node (each lookup costs n8n a whole expression
- * evaluation for a node whose outputs depend on its settings), then asked per item. Throws where n8n
- * refuses: the node is not connected, or the item has no pairing.
+ * `$('Node').item` for item `i`, from n8n's own data proxy: itemMatching, looked up once per node
+ * and execution, then asked per item. Throws where n8n refuses: the node is not connected, or the
+ * item has no pairing.
  */
 function pairedItems(ctx: IExecuteFunctions): (node: string, i: number) => unknown {
 	const found = new Map<string, ((i: number) => unknown) | Error>();
@@ -238,8 +231,7 @@ function pairedItems(ctx: IExecuteFunctions): (node: string, i: number) => unkno
 		if (match === undefined) {
 			try {
 				proxy ??= ctx.getWorkflowDataProxy(0);
-				match = (proxy.$(node) as { itemMatching: (i: number) => unknown }).itemMatching;
-				if (typeof match !== 'function') throw new Error(`n8n has no itemMatching for ${node}`);
+				match = itemMatching(proxy, node);
 			} catch (error) {
 				match = error instanceof Error ? error : new Error(String(error));
 			}

@@ -5,7 +5,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData, IWorkflowSettings } from 'n8n-workflow';
 
 import { batchedReader, CHUNK, itemLocalExpression, WHOLE_INPUT_BYTES, WHOLE_INPUT_ITEMS } from '../../lib/n8n/batchedExpression';
-import { expressionSource, fillTemplate, pathTemplate, plainPath, readPath, toKeyText } from '../../lib/n8n/keySource';
+import { expressionSource, fillTemplate, pathTemplate, plainPath, readPath, toKeyText, type ValueSource } from '../../lib/n8n/keySource';
 import { evaluateParameterForItems, type ParameterOutcome } from '../support/engine';
 
 /** Small deterministic PRNG (mulberry32), so a failure can be replayed. */
@@ -64,6 +64,19 @@ const expressions = [
 	'={{ $json.items[0].id }}',
 	'={{ $json.items[1].id }}',
 ];
+
+/**
+ * A Probe reader that reads `expression` as the nodes do, through expressionSource, from the
+ * Probe's context as `wrap` returns it; `seen` gets the source.
+ */
+const throughSource =
+	(expression: string, wrap: (ctx: IExecuteFunctions) => IExecuteFunctions = (ctx) => ctx, seen: (source: ValueSource) => void = () => undefined) =>
+	(ctx: IExecuteFunctions) => {
+		const source = expressionSource(wrap(ctx), 'key', expression);
+		seen(source);
+		const input = ctx.getInputData();
+		return (i: number) => source.read(i, input[i]);
+	};
 
 describe('fast path vs the expression engine', () => {
 	const rnd = random(20261122);
@@ -162,12 +175,7 @@ describe('plain paths of a paired item vs the expression engine', () => {
 		let kind = '';
 		const fast = await evaluateParameterForItems({ key: expression }, items, 'key', {
 			relay,
-			reader: (ctx) => {
-				const source = expressionSource(countingCalls(ctx, calls), 'key', expression);
-				kind = source.kind;
-				const input = ctx.getInputData();
-				return (i) => source.read(i, input[i]);
-			},
+			reader: throughSource(expression, (ctx) => countingCalls(ctx, calls), (source) => (kind = source.kind)),
 		});
 		expect(kind).toBe('fast');
 		let [keys, failures, refused] = [0, 0, 0];
@@ -203,12 +211,7 @@ describe('plain paths of a paired item vs the expression engine', () => {
 		const fast = await evaluateParameterForItems({ key: expression }, items, 'key', {
 			relay,
 			settings,
-			reader: (ctx) => {
-				const source = expressionSource(ctx, 'key', expression);
-				expect(source.kind).toBe('fast');
-				const input = ctx.getInputData();
-				return (i) => source.read(i, input[i]);
-			},
+			reader: throughSource(expression, undefined, (source) => expect(source.kind).toBe('fast')),
 		});
 		const show = (o: ParameterOutcome) => (o.ok ? JSON.stringify(o.value) : `error ${o.error.message}`);
 		expect(fast.map(show)).toEqual(engine.map(show));
@@ -220,11 +223,7 @@ describe('plain paths of a paired item vs the expression engine', () => {
 		const sample = items.slice(0, 5);
 		const engine = await evaluateParameterForItems({ key: expression }, sample, 'key');
 		const fast = await evaluateParameterForItems({ key: expression }, sample, 'key', {
-			reader: (ctx) => {
-				const source = expressionSource(ctx, 'key', expression);
-				const input = ctx.getInputData();
-				return (i) => source.read(i, input[i]);
-			},
+			reader: throughSource(expression),
 		});
 		expect(engine.every((o) => !o.ok)).toBe(true);
 		expect(fast.map((o) => (o.ok ? o.value : o.error.message))).toEqual(engine.map((o) => (o.ok ? o.value : o.error.message)));
@@ -356,11 +355,7 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 		] as const) {
 			const counted = { evaluateExpression: 0 };
 			await evaluateParameterForItems({ key: "={{ 'k-' + $json.id }}" }, [...input], 'key', {
-				reader: (ctx) => {
-					const source = expressionSource(countingCalls(ctx, counted), 'key', "={{ 'k-' + $json.id }}");
-					const all = ctx.getInputData();
-					return (i) => source.read(i, all[i]);
-				},
+				reader: throughSource("={{ 'k-' + $json.id }}", (ctx) => countingCalls(ctx, counted)),
 			});
 			expect(counted.evaluateExpression).toBe(calls);
 		}
@@ -375,11 +370,7 @@ describe('item-local expressions evaluated in batches vs per item', () => {
 		const sample = items.slice(0, 5);
 		const perItem = await evaluateParameterForItems({ key: expression }, sample, 'key');
 		const batched = await evaluateParameterForItems({ key: expression }, sample, 'key', {
-			reader: (ctx) => {
-				const source = expressionSource(ctx, 'key', expression);
-				const input = ctx.getInputData();
-				return (i) => source.read(i, input[i]);
-			},
+			reader: throughSource(expression),
 		});
 		expect(batched.map((o) => (o.ok ? o.value : o.error.message))).toEqual(perItem.map((o) => (o.ok ? o.value : o.error.message)));
 	});

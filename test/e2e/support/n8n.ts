@@ -510,14 +510,16 @@ export class N8nInstance {
 	}
 
 	async api<T = any>(method: string, p: string, body?: unknown): Promise<T> {
-		if (!this.apiKey) throw new Error('no API key: call createApiKey() first');
+		const apiKey = this.apiKey;
+		if (!apiKey) throw new Error('no API key: call createApiKey() first');
 		const url = `${this.baseUrl}/api/v1${p}`;
-		let res = await request(method, url, { headers: { 'x-n8n-api-key': this.apiKey }, body });
+		const send = () => request(method, url, { headers: { 'x-n8n-api-key': apiKey }, body });
+		let res = await send();
 		// Under load n8n's own database ping can time out; n8n then answers 503 "Database is not
 		// ready" until the next ping succeeds. A read is asked again, for up to 20 s.
 		for (let attempt = 1; res.status === 503 && method === 'GET' && attempt <= 10; attempt++) {
 			await new Promise((resolve) => setTimeout(resolve, 2_000));
-			res = await request(method, url, { headers: { 'x-n8n-api-key': this.apiKey }, body });
+			res = await send();
 		}
 		if (res.status >= 300) throw new N8nHttpError(method, url, res.status, res.text);
 		return res.body as T;
