@@ -6,7 +6,7 @@ import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 import { closeAllPostgresLedgers, closeAllRedisLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
-import { runWorkflow, type EngineRunResult } from '../support/engine';
+import { countingParameterReads, runWorkflow, type EngineRunResult } from '../support/engine';
 import { deletePrefix, describeIfRedis, newRedisClient, redisUrl, uniquePrefix } from '../support/redis';
 
 const GATE_TYPE = 'n8n-nodes-idempotency.dedupeGate';
@@ -158,6 +158,43 @@ describe('Dedupe Gate in the real engine', () => {
 		await run([delivery('r1')], { ...base, namespace, keySource: 'field', keyField: 'body.id' });
 		const redelivery = await run([delivery('r2')], { ...base, namespace, keySource: 'field', keyField: 'body.id' });
 		expect(facts(redelivery.outputs('Gate')[1][0]).outcome).toBe('duplicate');
+	});
+
+	test('settings are read once per execution: 1,000 items cost no more parameter reads than 10', async () => {
+		const { node: counting, reads } = countingParameterReads(new DedupeGate());
+		let execution = 0;
+		const perExecution = async (count: number, gate: INodeParameters) => {
+			reads.clear();
+			execution++;
+			const items = Array.from({ length: count }, (_, i) => ({ id: `once_${execution}_${i}`, tenant: 'acme' }));
+			const result = await runWorkflow(workflow(items, gate), {
+				credentials: credentials as never,
+				nodeTypes: { [GATE_TYPE]: counting },
+				workflowId: 'wf-once',
+			});
+			expect(result.error).toBeUndefined();
+			expect(result.outputs('Gate')[0]).toHaveLength(count);
+			return Object.fromEntries(reads);
+		};
+		const settings = { mode: 'lease', scope: 'shared', namespace: 'engine-once', lease: 5, leaseUnit: 'minutes', retention: 7, retentionUnit: 'days', onMismatch: 'route', options: { compareFields: 'id', step: 'welcome' } };
+		const keys: INodeParameters[] = [
+			{ keySource: 'field', keyField: 'id' },
+			{ keySource: 'expression', keyExpression: '={{ $json.id }}' },
+			{ keySource: 'expression', keyExpression: "={{ 'k-' + $json.id }}" },
+			{ keySource: 'field', keyField: 'id', namespace: '={{ $json.tenant }}-once' },
+		];
+		for (const key of keys) {
+			const small = await perExecution(10, { ...settings, ...key });
+			const large = await perExecution(1_000, { ...settings, ...key });
+			expect(large).toEqual(small);
+			for (const name of ['mode', 'scope', 'namespace', 'lease', 'retention', 'onMismatch', 'options', 'keySource', 'backend']) {
+				expect({ name, reads: small[name] }).toEqual({ name, reads: expect.any(Number) });
+				expect(small[name]).toBeLessThanOrEqual(2);
+			}
+		}
+		// The counter sees per-item reads: a namespace only n8n can evaluate is read for each item.
+		const perItem = { ...settings, keySource: 'field', keyField: 'id', namespace: '={{ `t-${$json.tenant}` }}' };
+		expect((await perExecution(1_000, perItem)).namespace).toBeGreaterThanOrEqual(1_000);
 	});
 
 	describe('bad input: a readable error, and nothing written', () => {

@@ -16,7 +16,7 @@ import {
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { slackServer, type SlackServer } from '../support/destinations';
-import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
+import { chain, countingParameterReads, node, runWorkflow, type EngineRunResult } from '../support/engine';
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
 
@@ -148,6 +148,30 @@ describe('engine: Mark Step Done and lineage', () => {
 			['invoiceCreate', 'completed', 'in_1'],
 		]);
 		expect(stored[1].result).toEqual({ orderId: 'o-1', invoice: 'in_1', total: 10 });
+	});
+
+	test.each([
+		['Mark Step Done, key by lineage', 'markStepDone', () => mark({ step: 'invoiceCreate', completeUnit: true, externalId: '={{ $json.invoice }}', resultFrom: 'item' }, { name: 'Under Test' }), true],
+		['Mark Step Done, key from an expression', 'markStepDone', (wfId: string) => mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'shared', namespace: `once-${wfId}`, step: 'ship', externalId: '={{ $json.invoice }}' }, { name: 'Under Test' }), false],
+		['Guarded Send, Slack', 'guardedSend', () => node('Under Test', 'n8n-nodes-idempotency.guardedSend', { channel: 'slack', slackChannel: '#orders', slackText: '=Order {{ $json.orderId }} done', slackOptions: { apiUrl: slack.apiUrl } }), true],
+	] as const)('%s: settings are read once per execution (300 items cost no more parameter reads than 3)', async (_label, type, make, throughGate) => {
+		const { node: counting, reads } = countingParameterReads(nodeTypes[`n8n-nodes-idempotency.${type}`]);
+		const readsFor = async (count: number) => {
+			reads.clear();
+			wf = `wf-once-${++n}-${Date.now()}`;
+			const orders = JSON.stringify(Array.from({ length: count }, (_, i) => ({ orderId: `once-${i}`, invoice: `in_${i}`, total: i })));
+			const nodes = [node('Orders', 'test.items', { items: orders }), ...(throughGate ? [gate()] : []), make(wf)];
+			const r = await runWorkflow(
+				{ id: wf, nodes, connections: chain(...nodes.map((x) => x.name)) },
+				{ credentials, nodeTypes: { ...nodeTypes, [`n8n-nodes-idempotency.${type}`]: counting } },
+			);
+			expect(r.error).toBeUndefined();
+			expect(r.items('Under Test')).toHaveLength(count);
+			return Object.fromEntries(reads);
+		};
+		const small = await readsFor(3);
+		expect(Object.keys(small).length).toBeGreaterThan(3);
+		expect(await readsFor(300)).toEqual(small);
 	});
 
 	test('"Failed, Retry Later" on the unit lets the gate through again on the next run', async () => {

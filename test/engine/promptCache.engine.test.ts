@@ -8,7 +8,7 @@ import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { promptCacheStats } from '../../nodes/PromptCache/stats';
 import { FAKE_LLM_TYPE, FakeLlmNode, localCalls, type Shape } from '../integration/fixtures/prompt-llm-node';
 import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
-import { runWorkflow, type EngineRunResult } from '../support/engine';
+import { countingParameterReads, runWorkflow, type EngineRunResult } from '../support/engine';
 
 const TYPE = 'n8n-nodes-idempotency.promptCache';
 const table = uniqueTable('pc_engine');
@@ -93,6 +93,26 @@ afterAll(async () => {
 });
 
 describe('Prompt Cache through the real n8n engine', () => {
+	test('settings are read once per execution: 300 prompts cost Lookup and Store no more parameter reads than 3', async () => {
+		const { node: counting, reads } = countingParameterReads(new PromptCache());
+		const readsFor = async (count: number) => {
+			reads.clear();
+			const prompts = Array.from({ length: count }, (_, i) => ({ prompt: `Read once, prompt ${i} of ${count}.` }));
+			const r = await runWorkflow(flow({ prompts, store: { ttl: 2, ttlUnit: 'hours' } }), {
+				credentials: credentials as never,
+				nodeTypes: { ...nodeTypes, [TYPE]: counting },
+				workflowId: freshWorkflowId(),
+			});
+			expect(r.error).toBeUndefined();
+			expect(misses(r)).toHaveLength(count);
+			expect(r.items('Store')).toHaveLength(count);
+			return Object.fromEntries(reads);
+		};
+		const small = await readsFor(3);
+		expect(Object.keys(small)).toEqual(expect.arrayContaining(['operation', 'model', 'prompt', 'systemPrompt', 'modelParameters']));
+		expect(await readsFor(300)).toEqual(small);
+	});
+
 	test('the same prompt three times: one Miss, then two Hits with identical text; another temperature misses', async () => {
 		const wf = freshWorkflowId();
 		const o: FlowOptions = { prompts: [{ prompt: 'Name three primes.' }] };

@@ -548,6 +548,33 @@ export async function evaluateParameter(
 }
 
 /** A node of a test workflow: its name is also its id, version 1, at the origin. */
+/**
+ * `nodeType` as it is, but each `getNodeParameter` call of its `execute` is counted by parameter
+ * name in `reads`: what shows whether a setting is read once per execution or once per item.
+ */
+export function countingParameterReads<T extends INodeType>(nodeType: T): { node: T; reads: Map<string, number> } {
+	const reads = new Map<string, number>();
+	const execute = nodeType.execute!;
+	const node = Object.assign(Object.create(nodeType) as T, {
+		async execute(this: IExecuteFunctions) {
+			const counted = new Proxy(this, {
+				get(target, property) {
+					const value = Reflect.get(target, property);
+					if (property === 'getNodeParameter') {
+						return (name: string, ...rest: unknown[]) => {
+							reads.set(name, (reads.get(name) ?? 0) + 1);
+							return (value as (...args: unknown[]) => unknown).apply(target, [name, ...rest]);
+						};
+					}
+					return typeof value === 'function' ? value.bind(target) : value;
+				},
+			});
+			return await execute.call(counted as IExecuteFunctions);
+		},
+	});
+	return { node, reads };
+}
+
 export const node = (name: string, type: string, parameters: INodeParameters = {}, extra: Partial<INode> = {}): INode => ({
 	id: name,
 	name,
