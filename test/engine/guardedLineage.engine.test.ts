@@ -77,8 +77,8 @@ describe('engine: Mark Step Done and lineage', () => {
 		wf = `wf-lineage-${++n}-${Date.now()}`;
 	});
 
-	const run = (nodes: INode[], connections: IConnections, executionId?: string): Promise<EngineRunResult> =>
-		runWorkflow({ id: wf, nodes, connections }, { credentials, nodeTypes, executionId });
+	const run = (nodes: INode[], connections: IConnections, executionId?: string, types: Record<string, INodeType> = nodeTypes): Promise<EngineRunResult> =>
+		runWorkflow({ id: wf, nodes, connections }, { credentials, nodeTypes: types, executionId });
 	const rows = async (key: string, namespace = `workflow:${wf}`) => (await fx.ledger.get(namespace, key)).map((r) => ({ step: r.step, status: r.status, externalId: r.externalId, result: r.result }));
 
 	test('through two nodes that replaced the JSON, Mark Step Done finds the gate\'s key and completes the unit', async () => {
@@ -161,10 +161,7 @@ describe('engine: Mark Step Done and lineage', () => {
 			wf = `wf-once-${++n}-${Date.now()}`;
 			const orders = JSON.stringify(Array.from({ length: count }, (_, i) => ({ orderId: `once-${i}`, invoice: `in_${i}`, total: i })));
 			const nodes = [node('Orders', 'test.items', { items: orders }), ...(throughGate ? [gate()] : []), make(wf)];
-			const r = await runWorkflow(
-				{ id: wf, nodes, connections: chain(...nodes.map((x) => x.name)) },
-				{ credentials, nodeTypes: { ...nodeTypes, [`n8n-nodes-idempotency.${type}`]: counting } },
-			);
+			const r = await run(nodes, chain(...nodes.map((x) => x.name)), undefined, { ...nodeTypes, [`n8n-nodes-idempotency.${type}`]: counting });
 			expect(r.error).toBeUndefined();
 			expect(r.items('Under Test')).toHaveLength(count);
 			return Object.fromEntries(reads);
