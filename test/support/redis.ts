@@ -33,10 +33,22 @@ export function redisReachable(): { ok: boolean; reason: string } {
 	return reachable;
 }
 
-/** `describe`, or `describe.skip` with a loud warning saying why. */
+/**
+ * `describe` when Redis answers. Otherwise `describe.skip` with a loud warning saying why, except
+ * under CI (CI=true), where a missing Redis is a failure: the suite gets one failing test that
+ * says what is missing, instead of silently not testing a backend.
+ */
 export function describeIfRedis(what: string, probe = redisReachable): jest.Describe {
 	const { ok, reason } = probe();
 	if (ok) return describe;
+	if (process.env.CI === 'true') {
+		return ((name: string) =>
+			describe(name, () => {
+				test(`${what} needs Redis`, () => {
+					throw new Error(`${what}: ${reason}. Under CI a missing Redis fails the run.`);
+				});
+			})) as unknown as jest.Describe;
+	}
 	console.warn(`\n*** SKIPPED: ${what}: ${reason}. ***\n`);
 	return describe.skip;
 }
