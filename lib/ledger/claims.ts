@@ -1,4 +1,4 @@
-import type { ClaimMode, ClaimOutcome, ClaimRequest, LedgerRecord } from './types';
+import type { ClaimMode, ClaimOptions, ClaimOutcome, ClaimRequest, LedgerRecord, RowId } from './types';
 
 /** A row's identity as one string: namespace, key and step joined by NUL. */
 export const idKey = (ns: string, key: string, step: string) => `${ns}\u0000${key}\u0000${step}`;
@@ -32,9 +32,17 @@ export function resolveBatch(requests: ClaimRequest[]): {
 	return { unique, outcomes };
 }
 
+/** Retention of a claim: never shorter than its lease, so a row cannot expire while a run holds it. */
+export const effectiveTtlMs = (options: ClaimOptions) =>
+	options.mode === 'lease' ? Math.max(options.ttlMs, options.leaseMs) : options.ttlMs;
+
+/** Whether a run holds the row's lease right now, as the ledger's clock saw it when it answered. */
+export const leaseLive = (record: LedgerRecord) =>
+	record.status === 'in_progress' && record.leaseRemainingMs !== null && record.leaseRemainingMs > 0;
+
 /** Why a live row that the backend refused to hand over blocked this claim. */
 export function classifyExisting(record: LedgerRecord, request: ClaimRequest, mode: ClaimMode): ClaimOutcome {
-	if (record.status === 'in_progress' && record.leaseExpiresAt && record.leaseExpiresAt.getTime() > Date.now()) {
+	if (leaseLive(record)) {
 		return { kind: 'in_progress', record };
 	}
 	const differs =
@@ -44,4 +52,41 @@ export function classifyExisting(record: LedgerRecord, request: ClaimRequest, mo
 		return { kind: 'mismatch', record };
 	}
 	return { kind: 'duplicate', record };
+}
+
+/**
+ * One global order for row ids: code point order, which is the byte order of their UTF-8 text,
+ * which is how PostgreSQL (`COLLATE "C"`) and Redis compare them. Every statement that locks
+ * several rows locks them in this order, whatever the database's collation, so concurrent
+ * statements cannot deadlock. JavaScript's `<` compares UTF-16 code units, which agrees with code
+ * point order except when both differing units are at or above U+D800: those are remapped.
+ */
+export function compareCodePoints(a: string, b: string): number {
+	if (a === b) return 0;
+	const n = Math.min(a.length, b.length);
+	for (let i = 0; i < n; i++) {
+		let x = a.charCodeAt(i);
+		let y = b.charCodeAt(i);
+		if (x === y) continue;
+		if (x >= 0xd800 && y >= 0xd800) {
+			x = x >= 0xe000 ? x - 0x800 : x + 0x2000;
+			y = y >= 0xe000 ? y - 0x800 : y + 0x2000;
+		}
+		return x - y;
+	}
+	return a.length - b.length;
+}
+
+const HIGH_UNITS = /[\ud800-\uffff]/;
+
+/** Request indexes in the global row order (see compareCodePoints). */
+export function sortByRowId<R extends RowId>(indexes: number[], requests: R[]): number[] {
+	// Native comparison is exact unless some text has a unit at or above U+D800: one scan decides.
+	const exact = requests.some((r) => HIGH_UNITS.test(r.namespace) || HIGH_UNITS.test(r.key) || HIGH_UNITS.test(r.step));
+	const cmp = exact ? compareCodePoints : (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+	return [...indexes].sort((x, y) => {
+		const a = requests[x];
+		const b = requests[y];
+		return cmp(a.namespace, b.namespace) || cmp(a.key, b.key) || cmp(a.step, b.step);
+	});
 }

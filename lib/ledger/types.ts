@@ -16,10 +16,28 @@ export interface RowId {
 	step: string;
 }
 
+/** A row as its claimer knows it: the fencing token of that claim goes with every later write. */
+export interface FencedRow extends RowId {
+	fence: number;
+}
+
 export interface LedgerRecord extends RowId {
 	status: Status;
+	/** The run that holds the lease (null once the row is settled). */
 	leaseHolder: string | null;
 	leaseExpiresAt: Date | null;
+	/**
+	 * How long the lease had left when the ledger answered, measured by the ledger's own clock:
+	 * null without a lease, 0 once it has lapsed. Callers decide "live or lapsed" and "how long
+	 * may I keep sending" from this, never from their own clock against `leaseExpiresAt`.
+	 */
+	leaseRemainingMs: number | null;
+	/**
+	 * Fencing token of the claim that holds (or last held) the row. Every claim gets a larger one;
+	 * a write that presents an older token changes nothing (`lost_lease`). Null for a row that was
+	 * written without a claim.
+	 */
+	fence: number | null;
 	fingerprint: string | null;
 	/** Ordering value for "only newer versions" claims, as text (compared numerically when both parse). */
 	version: string | null;
@@ -29,11 +47,11 @@ export interface LedgerRecord extends RowId {
 	/** Status the row had just before the last successful claim (null when it was new or expired). */
 	previousStatus: Status | null;
 	/**
-	 * Recovery point of an `in_progress` row, set by `markPhase` (e.g. `sending`). Null when no phase
-	 * was marked since the last claim; every claim and every record clears it. Optional only while a
-	 * backend does not track phases yet (see `Ledger.markPhase`); a backend that does always sets it.
+	 * Recovery point set by `markPhase` (e.g. `sending`). Null when no phase was marked since the
+	 * last claim; every claim clears it, and so does every record except `needs_review`, which
+	 * keeps `sending`: the message may have gone out, and a person must say whether it did.
 	 */
-	phase?: string | null;
+	phase: string | null;
 	firstSeenAt: Date;
 	updatedAt: Date;
 	expiresAt: Date;
@@ -61,7 +79,10 @@ export interface ClaimOptions {
 	holder: string;
 	/** Lease length for mode `lease`. */
 	leaseMs: number;
-	/** Retention: how long the row lives after this write. */
+	/**
+	 * Retention: how long the row lives after this write. A leased row never expires before its
+	 * lease ends: a retention shorter than the lease is lengthened to the lease.
+	 */
 	ttlMs: number;
 	/**
 	 * A live lease held by this same `holder` counts as lapsed: the holder's earlier attempt ended
@@ -77,9 +98,8 @@ export type ClaimOutcome =
 	 * This request took the key. `previousStatus` is the status of the row it replaced, if any (lapsed
 	 * lease, failure, older version). `previousPhase` is the phase that row had reached: a lapsed
 	 * `in_progress` row with phase `sending` may have performed its side effect (the ambiguous case).
-	 * `undefined` means the backend does not track phases, and the caller must assume the worst.
 	 */
-	| { kind: 'claimed'; record: LedgerRecord; previousStatus: Status | null; previousPhase?: string | null }
+	| { kind: 'claimed'; record: LedgerRecord; previousStatus: Status | null; previousPhase: string | null }
 	/** The key is done (completed, needs_review) or its version is not newer. */
 	| { kind: 'duplicate'; record: LedgerRecord }
 	/** Another holder has a live lease. */
@@ -94,21 +114,69 @@ export interface RecordRequest extends RowId {
 	externalId?: string | null;
 	result?: unknown;
 	fingerprint?: string | null;
+	/**
+	 * The fencing token of the claim this write belongs to. When set, the row is written only if it
+	 * is live and still carries this token; otherwise nothing changes and the answer is `lost_lease`.
+	 */
+	fence?: number | null;
 }
 
 export interface RecordOptions {
+	/** Retention after this write. A `needs_review` row is kept until a person resolves it. */
 	ttlMs: number;
-	/** When set, only a row leased by this holder, or a row that is absent, expired or unleased, is written. */
+	/**
+	 * For requests without a fence: when set, a row that another holder has `in_progress` (its lease
+	 * live or lapsed) is not written (`lost_lease`); absent, expired and settled rows are. Unset:
+	 * the write always happens (an operator's deliberate override). Writes that belong to a claim
+	 * carry its fence instead, which also refuses a late write over a row another claim settled.
+	 */
 	holder?: string;
+}
+
+export type RecordOutcome =
+	| { kind: 'written'; record: LedgerRecord }
+	/** Another claim owns the row now (or it was released or expired): nothing was written. */
+	| { kind: 'lost_lease' };
+
+/** What an operator says happened to a step that may have been sent. */
+export type Resolution = 'sent' | 'not_sent';
+
+export interface ReleaseRequest {
+	namespace: string;
+	key: string;
+	/** One step, or null for every step of the key. */
+	step: string | null;
+	releasedBy: string;
+	/** Release a step even while a run holds its lease (that run's later writes then change nothing). */
+	evenIfHeld?: boolean;
+	/**
+	 * Required for a step that reached `sending` (it may have gone out): `sent` records it as
+	 * completed, `not_sent` frees it so the next run sends it again. Applies to every step released.
+	 */
+	resolution?: Resolution;
+	/** Retention of a step recorded as sent. */
+	ttlMs: number;
+}
+
+export interface ReleasedStep {
+	step: string;
+	status: Status;
+	phase: string | null;
+	/** `released`: freed. `recorded_sent`: completed by the operator's word. `refused`: left as it was. */
+	action: 'released' | 'recorded_sent' | 'refused';
+	/** Why a step was refused: a run holds its lease, or it may have been sent and no resolution was given. */
+	reason?: 'lease_live' | 'may_have_sent';
 }
 
 export interface ListFilter {
 	namespace?: string;
 	status?: Status;
-	/** Only in_progress rows whose lease has lapsed. */
+	/** Only in_progress rows whose lease has lapsed (by the ledger's clock). */
 	stuckOnly?: boolean;
-	/** Only rows last updated before this instant. */
-	updatedBefore?: Date;
+	/** true: only rows in phase `sending` (may have gone out); false: only rows in no phase. */
+	sending?: boolean;
+	/** Only rows not updated for at least this long (by the ledger's clock). */
+	notUpdatedForMs?: number;
 	limit: number;
 	/** Opaque cursor from a previous page. */
 	cursor?: string | null;
@@ -141,22 +209,25 @@ export interface Ledger {
 	/** Claim many rows in as few round trips as the backend allows. Outcomes are in request order. */
 	claim(requests: ClaimRequest[], options: ClaimOptions): Promise<ClaimOutcome[]>;
 	/**
-	 * Set the recovery point of rows this holder still leases, in one statement: only rows that are
-	 * live, `in_progress`, leased by `holder` and whose lease has not lapsed are changed. Returns,
-	 * in request order, whether each row was marked (false: absent, expired, settled, another holder,
-	 * or lease lapsed). A later claim of the row reports the phase as `previousPhase` and clears it.
-	 * Optional while the Redis backend catches up; callers treat a backend without it as one that
-	 * cannot tell "claimed, not yet sent" from "may have sent", and assume the latter.
+	 * Set the recovery point of rows this claim still owns, in one statement: only rows that are
+	 * live, `in_progress`, carry the given fence and whose lease has not lapsed are changed. Returns,
+	 * in request order, whether each row was marked (false: absent, expired, settled, taken over, or
+	 * lease lapsed). A later claim of the row reports the phase as `previousPhase` and clears it.
+	 * A row in phase `sending` does not expire until it is recorded or an operator resolves it.
 	 */
-	markPhase?(rows: RowId[], holder: string, phase: string): Promise<boolean[]>;
-	/** Record the final status of many rows. Returns the rows written, in request order (null: refused, another holder owns it). */
-	record(requests: RecordRequest[], options: RecordOptions): Promise<Array<LedgerRecord | null>>;
+	markPhase(rows: FencedRow[], phase: string): Promise<boolean[]>;
+	/** Record the final status of many rows. Returns one outcome per request, in request order. */
+	record(requests: RecordRequest[], options: RecordOptions): Promise<RecordOutcome[]>;
 	/** All live steps of a key. */
 	get(namespace: string, key: string): Promise<LedgerRecord[]>;
 	/** Live rows by status, paged. */
 	list(filter: ListFilter): Promise<ListPage>;
-	/** Delete one step, or every step of a key, so that a deliberate replay is allowed. Returns rows released. */
-	release(namespace: string, key: string, step: string | null, releasedBy: string): Promise<number>;
+	/**
+	 * Free one step, or every step of a key, so that a deliberate replay is allowed; or record a
+	 * step that may have been sent as sent. Each live step gets one answer, and one audit row that
+	 * keeps its status and phase. Nothing that may have gone out is freed without a resolution.
+	 */
+	release(request: ReleaseRequest): Promise<ReleasedStep[]>;
 	/** Delete at most `limit` expired rows. Returns the number deleted. */
 	purgeExpired(limit: number): Promise<number>;
 	stats(namespace: string): Promise<NamespaceStats>;

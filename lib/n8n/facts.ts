@@ -35,6 +35,7 @@ export function factsOf(outcome: Outcome, namespace: string, key: string, step: 
 		attempts: record?.attempts ?? null,
 		leaseHolder: record?.leaseHolder ?? null,
 		leaseExpiresAt: iso(record?.leaseExpiresAt),
+		fence: record?.fence ?? null,
 		previousStatus: record?.previousStatus ?? null,
 		externalId: record?.externalId ?? null,
 		result: (record?.result ?? null) as IDataObject | null,

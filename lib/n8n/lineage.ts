@@ -35,16 +35,35 @@ export interface UnitKey {
 	key: string;
 	/** Where it was found: `item` (the item's own facts) or the name of the gate it was traced to. */
 	via: string;
+	/** The gate's claim, when known: the step it claimed and its fencing token. */
+	claim?: { step: string; fence: number };
 }
 
-/** The namespace and key in a facts object, or null when it is not one. */
-export function factsKey(value: unknown): { namespace: string; key: string } | null {
+type FactsKey = Omit<UnitKey, 'via'>;
+
+/** The namespace, key and claim in a facts object, or null when it is not one. */
+export function factsKey(value: unknown): FactsKey | null {
 	if (!value || typeof value !== 'object' || Array.isArray(value)) return null;
 	const facts = value as IDataObject;
 	if (typeof facts.namespace !== 'string' || typeof facts.key !== 'string' || facts.key === '' || facts.namespace === '') return null;
 	// A Prompt Cache replaces the field with facts about the prompt's hash: not this unit's key.
 	if (facts.step === PROMPT_CACHE_STEP) return null;
-	return { namespace: facts.namespace, key: facts.key };
+	const claim =
+		typeof facts.fence === 'number' && Number.isSafeInteger(facts.fence) && typeof facts.step === 'string'
+			? { step: facts.step, fence: facts.fence }
+			: undefined;
+	return { namespace: facts.namespace, key: facts.key, ...(claim ? { claim } : {}) };
+}
+
+/**
+ * Namespaces a gate of this workflow gives its items when it keys by workflow (its default):
+ * facts on an item that name one of these can be taken as they are. Any other namespace (a
+ * shared one, or one an upstream item's own data made up) is checked against the gate's real
+ * output through the item's lineage, so data cannot choose a key in another workflow's scope.
+ */
+function ownNamespaces(ctx: IExecuteFunctions): Set<string> {
+	const namespace = `workflow:${ctx.getWorkflow().id ?? 'unsaved'}`;
+	return new Set([namespace, `test:${namespace}`]);
 }
 
 interface Gate {
@@ -63,6 +82,7 @@ const normalizePaired = (p: INodeExecutionData['pairedItem']): IPairedItemData[]
 export function lineageResolver(ctx: IExecuteFunctions): LineageResolver {
 	const self = ctx.getNode().name;
 	let gates: Gate[] | null = null;
+	let trusted: Set<string> | null = null;
 	let proxy: IWorkflowDataProxyData | null = null;
 	let source: ISourceData[] | null = null;
 
@@ -94,9 +114,16 @@ export function lineageResolver(ctx: IExecuteFunctions): LineageResolver {
 	return {
 		resolve(itemIndex, item) {
 			const own = factsKey(item.json?.[FACTS_FIELD]);
-			if (own) return { ...own, via: 'item' };
+			trusted ??= ownNamespaces(ctx);
+			if (own && trusted.has(own.namespace)) return { ...own, via: 'item' };
 
 			const candidates = upstreamGates();
+			if (own && candidates.length === 0) {
+				throw new LedgerInputError(
+					`Item ${itemIndex} carries an idempotency key of the namespace "${own.namespace}", but no Dedupe Gate upstream of "${self}" gave it`,
+					'A key in another scope is only taken from a Dedupe Gate of this workflow. Add the gate upstream, or set "Key From" to "Expression".',
+				);
+			}
 			if (candidates.length === 0) {
 				throw new LedgerInputError(
 					`Item ${itemIndex} carries no idempotency key, and no Dedupe Gate is upstream of "${self}" to trace it to`,
@@ -201,7 +228,7 @@ export function unitKeyReader(ctx: IExecuteFunctions): UnitKeyReader {
 			kind: 'lineage',
 			read(i, item) {
 				const found = lineage.resolve(i, item);
-				return { namespace: assertNamespace(found.namespace), key: assertKey(found.key), via: found.via };
+				return { ...found, namespace: assertNamespace(found.namespace), key: assertKey(found.key) };
 			},
 		};
 	}

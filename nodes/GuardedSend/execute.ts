@@ -4,6 +4,11 @@
  *
  *   claim ──► markPhase('sending') ──► send (at most N in flight, retry policy) ──► record
  *
+ * Every write after the claim carries the claim's fencing token: if another run took the step
+ * over meanwhile (or an operator released it), the write changes nothing and the item says so.
+ * Time is the ledger's: the claim answers how long the lease has left, and sends stop in time
+ * by this process's own monotonic clock, never by comparing its wall clock with the ledger's.
+ *
  * A claim that takes over a lapsed lease tells which phase the dead run reached:
  *   - no phase (it died before sending could start), or a failed_retryable row: safe to send;
  *   - `sending` (it may have sent, then died before recording): the ambiguous case. A destination
@@ -15,7 +20,9 @@ import { NodeOperationError } from 'n8n-workflow';
 
 import { LedgerError, LedgerInputError, LedgerUnavailableError } from '../../lib/ledger/errors';
 import { fingerprint } from '../../lib/ledger/fingerprint';
-import type { ClaimOutcome, Ledger, LedgerRecord, RecordRequest, RowId } from '../../lib/ledger/types';
+import { performance } from 'perf_hooks';
+
+import type { ClaimOutcome, Ledger, LedgerRecord, RecordOutcome, RecordRequest, RowId } from '../../lib/ledger/types';
 import { UNIT_STEP } from '../../lib/ledger/types';
 import { assertStep } from '../../lib/ledger/validate';
 import { forEachLimit } from '../../lib/n8n/channels/limit';
@@ -23,7 +30,7 @@ import { deliver, type RetryPolicy, type Verdict } from '../../lib/n8n/channels/
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { FACTS_FIELD, factsOf, type Outcome } from '../../lib/n8n/facts';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
-import { unitKeyReader } from '../../lib/n8n/lineage';
+import { unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
 import { readDuration } from '../../lib/n8n/scope';
 import type { ChannelAdapter, ChannelModule } from './channels/adapter';
 import { emailModule } from './channels/email';
@@ -43,15 +50,11 @@ const DEADLINE_MARGIN_MS = 1_000;
 /** The recovery point marked before the first byte goes out. */
 export const PHASE_SENDING = 'sending';
 
-export type ReviewReason =
-	| 'ambiguous'
-	| 'rejected'
-	| 'retry_later'
-	| 'in_progress'
-	| 'mismatch'
-	| 'marked_for_review'
-	| 'lease_lost'
-	| 'error';
+/** Why an item left on Needs Review: each one needs a person. */
+export type ReviewReason = 'ambiguous' | 'rejected' | 'retry_later' | 'mismatch' | 'marked_for_review' | 'error';
+
+/** Why an item left on Skipped: nothing was sent by this run, and nobody needs to act. */
+export type SkipReason = 'already_sent' | 'in_progress' | 'mismatch' | 'same_key_earlier_in_input';
 
 interface Config {
 	channelName: string;
@@ -71,6 +74,8 @@ interface Config {
 interface Prepared {
 	index: number;
 	row: RowId;
+	/** The unit of work's claim by an upstream gate, when known (its fence goes with the unit's record). */
+	unit: UnitKey;
 	message: unknown;
 	fingerprint: string;
 }
@@ -180,10 +185,10 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		const prepared: Prepared[] = [];
 		for (let i = 0; i < items.length; i++) {
 			try {
-				const { namespace, key } = keys.read(i, items[i]);
-				const row: RowId = { namespace, key, step: config.step(i) };
+				const unit = keys.read(i, items[i]);
+				const row: RowId = { namespace: unit.namespace, key: unit.key, step: config.step(i) };
 				const message = adapter.build(i, items[i], row);
-				prepared.push({ index: i, row, message, fingerprint: fingerprint(adapter.payload(message)) });
+				prepared.push({ index: i, row, unit, message, fingerprint: fingerprint(adapter.payload(message)) });
 			} catch (error) {
 				fail(i, error);
 			}
@@ -233,8 +238,9 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	}
 	return collect();
 
+	/** Another run is sending this step right now: a normal repeat, not an incident. */
 	function routeInProgress(p: Prepared, record: LedgerRecord | null, waited: boolean) {
-		route(p.index, REVIEW, facts('needs_review', p.row, record, {
+		route(p.index, SKIPPED, facts('skipped', p.row, record, {
 			reason: 'in_progress',
 			detail: waited
 				? `Another run still held this step after waiting ${Math.round(config.maxWaitMs / 1000)} s; nothing was sent`
@@ -244,33 +250,36 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 
 	/** Runs one chunk; returns the items another run holds that should be tried again after a pause. */
 	async function runChunk(ledger: Ledger, chunk: Prepared[], mayWait: boolean): Promise<Prepared[]> {
+		// The lease runs from the moment the ledger answers; counting from before the request is safe.
+		const claimedAt = performance.now();
 		const outcomes: ClaimOutcome[] = await ledger.claim(
 			chunk.map((p) => ({ ...p.row, fingerprint: p.fingerprint })),
 			{ mode: 'lease', holder, leaseMs: config.leaseMs, ttlMs: config.ttlMs, reclaimOwnLease },
 		);
 		const toSend: Array<{ p: Prepared; record: LedgerRecord; resend: boolean }> = [];
 		const records: Array<{ request: RecordRequest; p: Prepared; verdict?: Verdict; resend?: boolean; kind: 'sent' | 'review' | 'unit' }> = [];
+		const lostUnits = new Set<number>();
 		const waitAgain: Prepared[] = [];
 		const batchDuplicates: Array<{ p: Prepared; first: Prepared }> = [];
 		// Items that must fail hard are failed after this chunk's sends are recorded.
-		const deferred: Array<{ p: Prepared; error: LedgerInputError }> = [];
+		const deferred: Array<{ p: Prepared; error: LedgerError }> = [];
 
 		chunk.forEach((p, r) => {
 			const outcome = outcomes[r];
 			switch (outcome.kind) {
 				case 'claimed': {
-					const lapsedMidSend =
-						outcome.previousStatus === 'in_progress' &&
-						(outcome.previousPhase === PHASE_SENDING || outcome.previousPhase === undefined);
+					const lapsedMidSend = outcome.previousStatus === 'in_progress' && outcome.previousPhase === PHASE_SENDING;
 					if (lapsedMidSend && !adapter.channel.idempotent && !adapter.acceptUncertain) {
-						const detail =
-							outcome.previousPhase === undefined
-								? 'A previous attempt took this step and did not finish; this ledger cannot tell whether it had started sending'
-								: 'A previous attempt started sending and died before it recorded the result; the message may have been delivered';
+						const detail = 'A previous attempt started sending and died before it recorded the result; the message may have been delivered';
 						records.push({
 							kind: 'review',
 							p,
-							request: { ...p.row, status: 'needs_review', result: { reason: 'ambiguous', detail, executionId, at: new Date().toISOString() } },
+							request: {
+								...p.row,
+								status: 'needs_review',
+								fence: outcome.record.fence,
+								result: { reason: 'ambiguous', detail, executionId, at: new Date().toISOString() },
+							},
 						});
 						route(p.index, REVIEW, facts('needs_review', p.row, outcome.record, { reason: 'ambiguous', detail }));
 					} else {
@@ -288,7 +297,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 						}));
 					} else {
 						route(p.index, SKIPPED, facts('skipped', p.row, record, { reason: 'already_sent', ...provenance(record) }));
-						if (config.completeUnit) records.push({ kind: 'unit', p, request: unitRequest(p.row, record.externalId, record.result) });
+						if (config.completeUnit) records.push({ kind: 'unit', p, request: unitRequest(p, record.externalId, record.result) });
 					}
 					break;
 				}
@@ -309,32 +318,36 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 
 		// 3. The recovery point, for every row about to be sent, in one call.
 		if (toSend.length > 0) {
-			const marked = ledger.markPhase
-				? await ledger.markPhase(toSend.map((s) => s.p.row), holder, PHASE_SENDING)
-				: toSend.map(() => true);
+			const marked = await ledger.markPhase(
+				toSend.map((s) => ({ ...s.p.row, fence: s.record.fence as number })),
+				PHASE_SENDING,
+			);
 			const sendable = toSend.filter((s, n) => {
 				if (marked[n]) return true;
-				route(s.p.index, REVIEW, facts('needs_review', s.p.row, s.record, {
-					reason: 'lease_lost',
-					detail: 'The claim ran out before sending could start, so nothing was sent. Lengthen the lease or lower the batch size.',
-				}));
+				deferred.push({ p: s.p, error: lostLease(s.p, 'before sending could start, so nothing was sent') });
 				return false;
 			});
 
 			// 4. Send, at most `concurrency` at once, each under the retry policy and the lease.
 			const margin = config.timeoutMs + DEADLINE_MARGIN_MS;
 			await forEachLimit(sendable, config.concurrency, async (s) => {
-				const deadline = (s.record.leaseExpiresAt?.getTime() ?? Date.now() + config.leaseMs) - margin;
-				const verdict = await deliver(adapter.channel, s.p.message, { policy: config.policy, acceptUncertain: adapter.acceptUncertain, deadline });
-				records.push({ kind: 'sent', p: s.p, verdict, resend: s.resend, request: verdictRequest(s.p, verdict) });
+				const deadline = claimedAt + (s.record.leaseRemainingMs ?? config.leaseMs) - margin;
+				const message = adapter.forClaim ? adapter.forClaim(s.p.message, s.record) : s.p.message;
+				const verdict = await deliver(adapter.channel, message, {
+					policy: config.policy,
+					acceptUncertain: adapter.acceptUncertain,
+					deadline,
+					now: () => performance.now(),
+				});
+				records.push({ kind: 'sent', p: { ...s.p, message }, verdict, resend: s.resend, request: verdictRequest(s.p, verdict, s.record) });
 				if (verdict.status === 'completed' && config.completeUnit) {
-					records.push({ kind: 'unit', p: s.p, request: unitRequest(s.p.row, verdict.externalId, resultOf(verdict)) });
+					records.push({ kind: 'unit', p: s.p, request: unitRequest(s.p, verdict.externalId, resultOf(verdict)) });
 				}
 			});
 		}
 
 		// 5. Record everything this chunk decided, in one call.
-		let written: Array<LedgerRecord | null> = [];
+		let written: RecordOutcome[] = [];
 		if (records.length > 0) {
 			const attempt = await ledger.record(records.map((x) => x.request), { ttlMs: config.ttlMs, holder }).then(
 				(rows) => ({ rows, error: null }),
@@ -347,8 +360,21 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			written = attempt.rows;
 		}
 		records.forEach((x, n) => {
+			if (x.kind === 'unit' && written[n]?.kind === 'lost_lease') lostUnits.add(x.p.index);
+		});
+		records.forEach((x, n) => {
+			const outcome = written[n];
+			if (x.kind === 'review' && outcome?.kind === 'lost_lease') {
+				deferred.push({ p: x.p, error: lostLease(x.p, 'while this run was deciding, so nothing was sent or recorded') });
+				return;
+			}
 			if (x.kind !== 'sent' || !x.verdict) return;
-			routeVerdict(x.p, x.verdict, written[n], x.resend === true);
+			if (outcome?.kind === 'lost_lease') {
+				const what = x.verdict.status === 'completed' ? 'after the message was sent; it was sent, but the result was not recorded' : 'while it was being sent; nothing was recorded';
+				deferred.push({ p: x.p, error: lostLease(x.p, what) });
+				return;
+			}
+			routeVerdict(x.p, x.verdict, outcome?.kind === 'written' ? outcome.record : null, x.resend === true, lostUnits.has(x.p.index));
 		});
 		for (const { p, first } of batchDuplicates) {
 			const error = routeBatchDuplicate(p, first);
@@ -356,6 +382,14 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		}
 		for (const { p, error } of deferred) fail(p.index, error);
 		return waitAgain;
+	}
+
+	/** The step's claim was taken over (or released by an operator) before this run could finish. */
+	function lostLease(p: Prepared, when: string): LedgerError {
+		return new LedgerError(
+			`Another run took over the step "${p.row.step}" of the key "${p.row.key}" ${when}`,
+			'This happens when the lease runs out (lengthen it, or send fewer items per batch) or when someone released the key. Check the Idempotency Ledger node (Get the key) to see what the other run recorded.',
+		);
 	}
 
 	function unrecorded(error: unknown, sent: number): LedgerError {
@@ -377,26 +411,30 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		};
 	}
 
-	function verdictRequest(p: Prepared, verdict: Verdict): RecordRequest {
+	function verdictRequest(p: Prepared, verdict: Verdict, claim: LedgerRecord): RecordRequest {
 		if (verdict.status === 'completed') {
-			return { ...p.row, status: 'completed', externalId: verdict.externalId, result: resultOf(verdict), fingerprint: p.fingerprint };
+			return { ...p.row, status: 'completed', externalId: verdict.externalId, result: resultOf(verdict), fingerprint: p.fingerprint, fence: claim.fence };
 		}
 		return {
 			...p.row,
 			status: verdict.status,
 			fingerprint: p.fingerprint,
+			fence: claim.fence,
 			result: { reason: verdict.reason, detail: verdict.detail, response: verdict.response, attempts: verdict.attempts, executionId, at: new Date().toISOString() },
 		};
 	}
 
-	function unitRequest(row: RowId, externalId: string | null, result: unknown): RecordRequest {
-		return { namespace: row.namespace, key: row.key, step: UNIT_STEP, status: 'completed', externalId, result };
+	/** The unit of work's row; fenced when the gate that claimed it is known. */
+	function unitRequest(p: Prepared, externalId: string | null, result: unknown): RecordRequest {
+		const fence = p.unit.claim?.step === UNIT_STEP ? p.unit.claim.fence : null;
+		return { namespace: p.row.namespace, key: p.row.key, step: UNIT_STEP, status: 'completed', externalId, result, fence };
 	}
 
-	function routeVerdict(p: Prepared, verdict: Verdict, record: LedgerRecord | null, resend: boolean) {
+	function routeVerdict(p: Prepared, verdict: Verdict, record: LedgerRecord | null, resend: boolean, unitLost: boolean) {
 		const described = adapter.describe?.(p.message) ?? {};
-		const recorded = record !== null;
-		const warn = recorded ? {} : { recorded: false, warning: 'Another run took this step over while it was being sent; its result was not recorded' };
+		const warn = unitLost
+			? { unitRecorded: false, warning: 'Another run took over the unit of work, so it was not marked completed here; that run records it' }
+			: {};
 		if (verdict.status === 'completed') {
 			route(p.index, SENT, facts('sent', p.row, record, {
 				status: 'completed',

@@ -1,7 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
-import { LedgerInputError } from '../../lib/ledger/errors';
-import type { LedgerRecord, RecordRequest, Status } from '../../lib/ledger/types';
+import { LedgerError, LedgerInputError } from '../../lib/ledger/errors';
+import type { RecordOutcome, RecordRequest, Status } from '../../lib/ledger/types';
 import { UNIT_STEP } from '../../lib/ledger/types';
 import { assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
@@ -9,7 +9,7 @@ import { FACTS_FIELD, factsOf, type Outcome } from '../../lib/n8n/facts';
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { parseJson } from '../GuardedSend/params';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
-import { unitKeyReader, type UnitKeyReader } from '../../lib/n8n/lineage';
+import { unitKeyReader, type UnitKey, type UnitKeyReader } from '../../lib/n8n/lineage';
 import { readDuration } from '../../lib/n8n/scope';
 
 type Final = Exclude<Status, 'in_progress'>;
@@ -23,7 +23,25 @@ interface Config {
 	externalId: ValueSource;
 	result: (itemIndex: number, item: INodeExecutionData) => unknown;
 	ttlMs: number;
+	/** Undefined when "Record Even if Another Run Holds the Key" is on: the write then always happens. */
 	holder: string | undefined;
+}
+
+/** The largest result stored per step, as JSON text (the HTTP response body cap of Guarded Send). */
+export const MAX_RESULT_CHARS = 64 * 1024;
+
+/** A result as stored: as it is, or, when its JSON is too long, its start with a truncation note. */
+function storedResult(value: unknown): unknown {
+	if (value === null || value === undefined) return null;
+	const text = JSON.stringify(value);
+	if (text === undefined || text.length <= MAX_RESULT_CHARS) return value;
+	return { truncated: true, originalLength: text.length, text: text.slice(0, MAX_RESULT_CHARS) };
+}
+
+/** The fence of the gate's claim when this write is to the very row the gate claimed. */
+function fenceFor(unit: UnitKey, step: string, holder: string | undefined): number | null {
+	if (holder === undefined) return null;
+	return unit.claim?.step === step ? unit.claim.fence : null;
 }
 
 /** The incoming item as a result, without the ledger facts a gate added to it. */
@@ -101,19 +119,23 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 	for (let i = 0; i < items.length; i++) {
 		try {
 			const item = items[i];
-			const { namespace, key } = config.key.read(i, item);
+			const unit = config.key.read(i, item);
+			const { namespace, key } = unit;
 			const externalId = externalIdText(config.externalId.read(i, item));
-			const result = config.result(i, item);
+			const result = storedResult(config.result(i, item));
 			valid.push({ index: i, at: requests.length });
-			requests.push({ namespace, key, step: config.step, status: config.status, externalId, result });
-			if (config.alsoUnit) requests.push({ namespace, key, step: UNIT_STEP, status: config.status, externalId, result });
+			const fence = fenceFor(unit, config.step, config.holder);
+			requests.push({ namespace, key, step: config.step, status: config.status, externalId, result, fence });
+			if (config.alsoUnit) {
+				requests.push({ namespace, key, step: UNIT_STEP, status: config.status, externalId, result, fence: fenceFor(unit, UNIT_STEP, config.holder) });
+			}
 		} catch (error) {
 			fail(i, error);
 		}
 	}
 	if (requests.length === 0) return [out.filter((x): x is INodeExecutionData => x !== undefined)];
 
-	let written: Array<LedgerRecord | null>;
+	let written: RecordOutcome[];
 	try {
 		const ledger = await openLedger(this);
 		written = await ledger.record(requests, { ttlMs: config.ttlMs, holder: config.holder });
@@ -126,20 +148,23 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 		const q = requests[at];
 		const record = written[at];
 		const unit = config.alsoUnit ? written[at + 1] : undefined;
-		const refused = [record === null ? `step "${q.step || '(unit)'}"` : null, unit === null ? 'the unit of work' : null].filter(Boolean);
-		if (refused.length > 0) {
+		const refused = [
+			record.kind === 'lost_lease' ? `the step "${q.step || '(unit)'}"` : null,
+			unit?.kind === 'lost_lease' ? 'the unit of work' : null,
+		].filter(Boolean);
+		if (refused.length > 0 || record.kind !== 'written') {
 			fail(
 				index,
-				new LedgerInputError(
-					`Another run holds the key "${q.key}" in progress, so ${refused.join(' and ')} ${refused.length > 1 ? 'were' : 'was'} not recorded`,
-					'Let that run finish (or its lease run out) and try again, or turn on "Record Even if Another Run Holds the Key".',
+				new LedgerError(
+					`Another run has the key "${q.key}" now (it holds it, or took it over after this run's claim ran out), so ${refused.join(' and ')} ${refused.length > 1 ? 'were' : 'was'} not recorded`,
+					'Nothing was overwritten. This run\'s claim ran out or was released, and another run claimed the key. Check the key with the Idempotency Ledger node (Get); turn on "Record Even if Another Run Holds the Key" only if this run\'s result must win.',
 				),
 			);
 			continue;
 		}
-		const facts: IDataObject = { ...factsOf('recorded' as Outcome, q.namespace, q.key, q.step, record) };
+		const facts: IDataObject = { ...factsOf('recorded' as Outcome, q.namespace, q.key, q.step, record.record) };
 		delete facts.result;
-		if (unit) facts.unitStatus = unit.status;
+		if (unit?.kind === 'written') facts.unitStatus = unit.record.status;
 		out[index] = {
 			json: { ...items[index].json, [FACTS_FIELD]: facts },
 			...(items[index].binary ? { binary: items[index].binary } : {}),

@@ -1,6 +1,7 @@
 import { randomUUID } from 'crypto';
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
+import { leaseLive } from '../../lib/ledger/claims';
 import { LedgerInputError } from '../../lib/ledger/errors';
 import { inputFromRequestBody, promptHash, type PromptEnvelope, type PromptInput } from '../../lib/ledger/promptHash';
 import type { ClaimOptions, ClaimOutcome, ClaimRequest, Ledger, LedgerRecord } from '../../lib/ledger/types';
@@ -201,8 +202,6 @@ async function mapLimit<T, R>(list: T[], limit: number, fn: (value: T) => Promis
 }
 
 const rowId = (namespace: string, hash: string) => `${namespace}\u0000${hash}`;
-const leaseLive = (record: LedgerRecord) =>
-	record.status === 'in_progress' && record.leaseExpiresAt !== null && record.leaseExpiresAt.getTime() > Date.now();
 
 /** Whether a run holding reservations since `held.since` may wait for this one. */
 const mayWait = (record: LedgerRecord, held: { since: number | null }) =>

@@ -33,6 +33,8 @@ interface Target {
 	hash: string;
 	/** The reservation this answer fulfils, when the Lookup that missed holds it. */
 	holder: string | null;
+	/** That reservation's fencing token: the answer is stored only while the reservation stands. */
+	fence: number | null;
 	/** The Lookup sent this item to Hit: there is nothing to store. */
 	fromHit: boolean;
 	model: string | null;
@@ -107,6 +109,7 @@ function targetFromFacts(facts: IDataObject): Target {
 		namespace: facts.namespace as string,
 		hash: facts.promptHash as string,
 		holder: facts.computing === true && typeof facts.leaseHolder === 'string' ? facts.leaseHolder : null,
+		fence: facts.computing === true && typeof facts.fence === 'number' ? facts.fence : null,
 		fromHit: facts.outcome === 'hit',
 		model: typeof facts.model === 'string' ? facts.model : null,
 		prompt: isObject(facts.prompt) ? (facts.prompt as IDataObject) : null,
@@ -134,7 +137,7 @@ function readConfig(ctx: IExecuteFunctions): StoreConfig {
 					'Map Prompt Hash to the 64-character hash the Lookup put on its Miss items, {{ $json.idempotency.promptHash }}, carried along to this node.',
 				);
 			}
-			return { namespace: namespace(i, item), hash: text, holder: null, fromHit: false, model: null, prompt: null };
+			return { namespace: namespace(i, item), hash: text, holder: null, fence: null, fromHit: false, model: null, prompt: null };
 		};
 	} else {
 		const named = String(ctx.getNodeParameter('lookupNode', 0, '') ?? '').trim();
@@ -271,6 +274,7 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 			// must not replace one that is stored or being fetched: reserve first, atomically, and
 			// store only what this run then holds. The first answer stored is the one every run gets.
 			const unreserved = pending.filter((p) => p.target.holder === null);
+			const fences = new Map<number, number | null>();
 			if (unreserved.length > 0) {
 				const outcomes = await ledger.claim(
 					unreserved.map((p) => ({ namespace: p.target.namespace, key: p.target.hash, step: CACHE_STEP, fingerprint: null })),
@@ -280,6 +284,7 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 					const first = outcome.kind === 'batch_duplicate' ? outcomes[outcome.firstIndex] : outcome;
 					const mine = first.kind === 'claimed' || (first.kind === 'in_progress' && first.record.leaseHolder === ownHolder);
 					if (!mine) refused.set(unreserved[k].index, first.kind === 'duplicate' ? 'stored' : 'reserved');
+					else fences.set(unreserved[k].index, first.record.fence);
 				});
 			}
 			for (const p of pending) {
@@ -290,12 +295,13 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 					step: CACHE_STEP,
 					status: 'completed',
 					result: p.entry,
+					fence: p.target.fence ?? fences.get(p.index) ?? null,
 				});
 			}
 			const releases = failed.filter((f) => f.target.holder !== null);
 			for (const [holder, group] of groups) {
 				const rows = await ledger.record(group.map((g) => g.request), { ttlMs: config.ttlMs, holder });
-				group.forEach((g, k) => written.set(g.index, rows[k]));
+				group.forEach((g, k) => written.set(g.index, rows[k].kind === 'written' ? rows[k].record : null));
 			}
 			const releaseGroups = new Map<string, RecordRequest[]>();
 			for (const f of releases) {

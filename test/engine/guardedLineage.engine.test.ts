@@ -43,7 +43,39 @@ class DropPairedNode implements INodeType {
 	}
 }
 
-const nodeTypes = { ...ours, 'test.dropPaired': new DropPairedNode(), 'n8n-nodes-idempotency.promptCache': new PromptCache() };
+/**
+ * Replaces each item's JSON with ledger facts of its own making (as an HTTP response that happens
+ * to carry an `idempotency` field would), naming another workflow's namespace; keeps pairedItem.
+ */
+class ForgeFactsNode implements INodeType {
+	description = {
+		displayName: 'Forge Facts',
+		name: 'forgeFacts',
+		group: ['transform' as const],
+		version: 1,
+		description: 'Makes up an idempotency field',
+		defaults: { name: 'Forge Facts' },
+		inputs: [NodeConnectionTypes.Main],
+		outputs: [NodeConnectionTypes.Main],
+		properties: [],
+	};
+
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		return [
+			this.getInputData().map((_item, index) => ({
+				json: { idempotency: { namespace: 'workflow:victim', key: `victim-${index}`, step: '', fence: 1 } },
+				pairedItem: { item: index },
+			})),
+		];
+	}
+}
+
+const nodeTypes = {
+	...ours,
+	'test.dropPaired': new DropPairedNode(),
+	'test.forgeFacts': new ForgeFactsNode(),
+	'n8n-nodes-idempotency.promptCache': new PromptCache(),
+};
 
 const ORDERS = JSON.stringify([
 	{ orderId: 'o-1', invoice: 'in_1', total: 10 },
@@ -181,6 +213,35 @@ describe('engine: Mark Step Done and lineage', () => {
 		expect(fresh[0].json.idempotency).toMatchObject({ outcome: 'new', previousStatus: 'failed_retryable' });
 	});
 
+	test('an item\'s own data cannot choose a key in another workflow\'s namespace: the gate\'s real output decides', async () => {
+		const forged = await run(
+			[node('Orders', 'test.items', { items: ORDERS }), gate(), node('Forge', 'test.forgeFacts'), mark()],
+			chain('Orders', 'Gate', 'Forge', 'Mark Done'),
+		);
+		expect(forged.error).toBeUndefined();
+		expect(forged.items('Mark Done').map((i) => (i.json.idempotency as { namespace: string; key: string }).key)).toEqual(['o-1', 'o-2', 'o-3']);
+		for (const key of ['o-1', 'o-2', 'o-3']) expect((await rows(key))[0]).toMatchObject({ step: '', status: 'completed' });
+		expect(await rows('victim-0', 'workflow:victim')).toEqual([]);
+
+		// Without a gate upstream, made-up facts of another namespace are refused outright.
+		const items = JSON.stringify([{ idempotency: { namespace: 'workflow:victim', key: 'victim-9', step: '' } }]);
+		const refused = await run([node('Orders', 'test.items', { items }), mark()], chain('Orders', 'Mark Done'));
+		expect(refused.error?.message).toMatch(/carries an idempotency key of the namespace "workflow:victim", but no Dedupe Gate upstream/);
+		expect(await rows('victim-9', 'workflow:victim')).toEqual([]);
+	});
+
+	test('a result larger than 64 KB is stored truncated, with a note', async () => {
+		const items = JSON.stringify([{ orderId: 'big-1', text: 'x'.repeat(70_000) }]);
+		const r = await run(
+			[node('Orders', 'test.items', { items }), mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'workflow', resultFrom: 'item' })],
+			chain('Orders', 'Mark Done'),
+		);
+		expect(r.error).toBeUndefined();
+		const [row] = await rows('big-1');
+		expect(row.result).toMatchObject({ truncated: true, originalLength: JSON.stringify({ orderId: 'big-1', text: 'x'.repeat(70_000) }).length });
+		expect((row.result as { text: string }).text).toHaveLength(64 * 1024);
+	});
+
 	test('an explicit key overrides lineage; a shared namespace is used as given', async () => {
 		const r = await run(
 			[node('Orders', 'test.items', { items: ORDERS }), mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'shared', namespace: `orders-${wf}`, step: 'ship' })],
@@ -237,7 +298,7 @@ describe('engine: Mark Step Done and lineage', () => {
 		await run([node('Orders', 'test.items', { items: ORDERS }), gate()], chain('Orders', 'Gate'), `holder-${wf}`);
 		const explicit = { keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'workflow' };
 		const refused = await run([node('Orders', 'test.items', { items: ORDERS }), mark(explicit)], chain('Orders', 'Mark Done'));
-		expect(refused.error?.message).toMatch(/Another run holds the key "o-1" in progress/);
+		expect(refused.error?.message).toMatch(/Another run has the key "o-1" now \(it holds it, or took it over/);
 		expect((await rows('o-1'))[0].status).toBe('in_progress');
 		const forced = await run([node('Orders', 'test.items', { items: ORDERS }), mark({ ...explicit, options: { overrideClaim: true } })], chain('Orders', 'Mark Done'));
 		expect(forced.error).toBeUndefined();

@@ -102,10 +102,11 @@ describe('engine: Guarded Send channels', () => {
 		expect(smtp.mails.filter((m) => m.subject === 'Order e-1')).toHaveLength(1);
 	});
 
-	test('HTTP: the Idempotency-Key header carries a stable key per (namespace, key, step); the external ID comes from the response', async () => {
+	test('HTTP: the Idempotency-Key header carries a stable key per (namespace, key, step) and row incarnation; the external ID comes from the response', async () => {
 		const r = await run(httpSend(api.url), orders('h-1'));
 		const f = facts(r, 0)[0];
-		expect(f).toMatchObject({ outcome: 'sent', idempotencyHeader: 'Idempotency-Key', idempotencyKey: idempotencyKeyFor(`workflow:${wf}`, 'h-1', 'Send') });
+		const stored = await row('h-1');
+		expect(f).toMatchObject({ outcome: 'sent', idempotencyHeader: 'Idempotency-Key', idempotencyKey: idempotencyKeyFor(`workflow:${wf}`, 'h-1', 'Send', stored!.firstSeenAt) });
 		expect(String(f.externalId)).toMatch(/^ch_/);
 		expect(api.keysSeen.get(String(f.idempotencyKey))).toBe(1);
 		expect((await row('h-1'))?.externalId).toBe(f.externalId);
@@ -182,13 +183,14 @@ describe('engine: Guarded Send channels', () => {
 		expect(slack.messages.filter((m) => m.text === 'Order d-1 paid')).toHaveLength(1);
 	});
 
-	test('another run holds the step: Needs Review at once, or wait for it (then send when its claim lapsed unsent, or skip when it finished)', async () => {
+	test('another run holds the step: Skipped (in_progress) at once, never Needs Review, or wait for it (then send when its claim lapsed unsent, or skip when it finished)', async () => {
 		const ns = `workflow:${wf}`;
 		const claim = (key: string, leaseMs: number) =>
 			fx.ledger.claim([{ namespace: ns, key, step: 'Send', fingerprint: null }], { mode: 'lease', holder: 'execution:other', leaseMs, ttlMs: 86_400_000 });
 		await claim('w-1', 60_000);
-		const review = await run(slackSend(), orders('w-1'));
-		expect(facts(review, 2)[0]).toMatchObject({ outcome: 'needs_review', reason: 'in_progress' });
+		const busy = await run(slackSend(), orders('w-1'));
+		expect(facts(busy, 1)[0]).toMatchObject({ outcome: 'skipped', reason: 'in_progress' });
+		expect(facts(busy, 2)).toEqual([]);
 
 		await claim('w-2', 1_500);
 		const waited = await run(slackSend({ whenInProgress: 'wait', maxWait: 20 }), orders('w-2'));

@@ -87,11 +87,11 @@ describe('on call: what is stuck, release it, replay', () => {
 
 		const released = result.items('Release');
 		expect(released).toHaveLength(1);
-		expect(released[0].json).toMatchObject({ namespace: NS, key: 'evt_stuck', step: '', released: 1, releasedBy: 'on-call: jane (INC-42)' });
+		expect(released[0].json).toMatchObject({ namespace: NS, key: 'evt_stuck', step: '', released: 1, refused: 0, releasedBy: 'on-call: jane (INC-42)' });
 		expect(released[0].pairedItem).toEqual({ item: 0 });
 
 		const { rows: audit } = await f.pool.query(`SELECT key, step, action, actor, detail FROM "public"."${f.table}_audit" WHERE namespace = $1`, [NS]);
-		expect(audit).toEqual([{ key: 'evt_stuck', step: '', action: 'release', actor: 'on-call: jane (INC-42)', detail: { status: 'in_progress' } }]);
+		expect(audit).toEqual([{ key: 'evt_stuck', step: '', action: 'release', actor: 'on-call: jane (INC-42)', detail: { status: 'in_progress', phase: null, leaseHolder: 'execution:dead', fence: expect.any(Number), resolution: null } }]);
 
 		// The redelivered webhook is let through again.
 		const [claim] = await f.ledger.claim([{ namespace: NS, key: 'evt_stuck', step: '', fingerprint: null }], {

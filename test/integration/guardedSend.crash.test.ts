@@ -100,7 +100,7 @@ describe('Guarded Send: SIGKILL at each point, then run again', () => {
 		expect(delivered(channel, ids)).toEqual(afterRerun);
 		const rows = await Promise.all(ids.map(async (id) => (await fx.ledger.get(`workflow:${workflowId}`, id))[0]));
 		// The Idempotency-Key the HTTP channel sent for each item, and how often the API saw it.
-		const keysSeen = ids.map((id) => api.keysSeen.get(idempotencyKeyFor(`workflow:${workflowId}`, id, SEND_NODE)) ?? 0);
+		const keysSeen = rows.map((row, i) => api.keysSeen.get(idempotencyKeyFor(`workflow:${workflowId}`, ids[i], SEND_NODE, row.firstSeenAt)) ?? 0);
 		return { ids, afterCrash, second, afterRerun, third, rows, keysSeen };
 	}
 

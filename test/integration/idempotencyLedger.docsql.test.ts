@@ -42,9 +42,18 @@ test('every SQL block of the doc runs, and the answers are right', async () => {
 	await stuckRow(ledger, 'stripe-events', 'evt_1NqX2b');
 	await recordRow(ledger, 'stripe-events', 'evt_1NqX2b', 'needs_review', 'Send Confirmation', { result: { reason: 'ambiguous' } });
 	await recordRow(ledger, 'stripe-events', 'evt_done', 'completed', '', { externalId: 'msg_1' });
-	await ledger.release('stripe-events', 'evt_1NqX2b', 'Send Confirmation', 'jane');
+	await ledger.release({ namespace: 'stripe-events', key: 'evt_1NqX2b', step: 'Send Confirmation', releasedBy: 'jane', ttlMs: 86_400_000 });
 	await recordRow(ledger, 'stripe-events', 'evt_1NqX2b', 'needs_review', 'Send Confirmation', { result: { reason: 'ambiguous' } });
 	await ledger.setCheckpoint('stripe-events', 'invoices-sync', '10', { force: false, updatedBy: 'jane' });
+	// A step that died while sending.
+	const [held] = await ledger.claim([{ namespace: 'stripe-events', key: 'evt_mid', step: 'Send Slack', fingerprint: null }], {
+		mode: 'lease',
+		holder: 'execution:dead',
+		leaseMs: 200,
+		ttlMs: 86_400_000,
+	});
+	await ledger.markPhase([{ namespace: 'stripe-events', key: 'evt_mid', step: 'Send Slack', fence: held.kind === 'claimed' ? held.record.fence! : 0 }], 'sending');
+	await new Promise((r) => setTimeout(r, 300));
 
 	expect(sqlBlocks.length).toBeGreaterThanOrEqual(5);
 	const [sent, why, audit, stuck, glance] = await Promise.all(sqlBlocks.map((sql) => query(sql)));
@@ -56,11 +65,14 @@ test('every SQL block of the doc runs, and the answers are right', async () => {
 		'stuck: the run died before sending; the next attempt takes it over',
 		'waiting for a person (ambiguous)',
 	]);
-	expect(audit[0].rows).toEqual([expect.objectContaining({ actor: 'jane', step: 'Send Confirmation', status_before: 'needs_review' })]);
+	expect(audit[0].rows).toEqual([
+		expect.objectContaining({ actor: 'jane', action: 'release', step: 'Send Confirmation', status_before: 'needs_review', phase_before: null }),
+	]);
 	expect(stuck[0].rows.map((r) => r.key)).toEqual(['evt_1NqX2b']);
-	expect(stuck[1].rows.map((r) => [r.key, r.reason])).toEqual([['evt_1NqX2b', 'ambiguous']]);
+	expect(stuck[1].rows.map((r) => [r.key, r.step])).toEqual([['evt_mid', 'Send Slack']]);
+	expect(stuck[2].rows.map((r) => [r.key, r.reason])).toEqual([['evt_1NqX2b', 'ambiguous']]);
 	expect(glance[0].rows).toEqual([
-		expect.objectContaining({ namespace: 'stripe-events', in_progress: '1', stuck: '1', needs_review: '1', completed: '1' }),
+		expect.objectContaining({ namespace: 'stripe-events', in_progress: '2', stuck: '2', needs_review: '1', completed: '1' }),
 	]);
 	expect(glance[1].rows).toEqual([expect.objectContaining({ name: 'invoices-sync', value: '10', updated_by: 'jane' })]);
 });

@@ -364,7 +364,7 @@ describe('bad input: a clear per-item error and no ledger write', () => {
 		['an empty shared namespace', { resource: 'key', operation: 'release', scope: 'shared', namespace: '={{ $json.ns }}', key: 'k' }, { ns: '  ' }, /^The namespace is empty$/],
 		['a step that is too long', { resource: 'key', operation: 'release', key: 'k', releaseScope: 'step', step: 's'.repeat(201) }, {}, /step is 201 characters long/],
 		['a "released by" that is an object', { resource: 'key', operation: 'release', key: 'k', releasedBy: '={{ $json.who }}' }, { who: { id: 1 } }, /released by must be text, but on this item it is an object/],
-		['a bad status', { resource: 'key', operation: 'list', status: '={{ $json.s }}' }, { s: 'stuk' }, /^The status "stuk" is not one of: stuck, needs_review, in_progress, failed_retryable, completed, any$/],
+		['a bad status', { resource: 'key', operation: 'list', status: '={{ $json.s }}' }, { s: 'stuk' }, /^The status "stuk" is not one of: stuck, stuck_sending, needs_review, in_progress, failed_retryable, completed, any$/],
 		['a negative limit', { resource: 'key', operation: 'list', limit: '={{ $json.l }}' }, { l: -5 }, /^The limit must be a whole number from 1 to 1000, not number -5$/],
 		['a zero limit', { resource: 'key', operation: 'list', limit: 0 }, {}, /whole number from 1 to 1000/],
 		['a fractional limit', { resource: 'key', operation: 'list', limit: 2.5 }, {}, /whole number from 1 to 1000/],

@@ -1,7 +1,15 @@
 /**
  * The ledger contract. Every backend runs this same suite against its real server.
  */
-import { CheckpointRegressionError, type ClaimOptions, type ClaimRequest, type Ledger } from '../../lib/ledger';
+import {
+	CheckpointRegressionError,
+	type ClaimOptions,
+	type ClaimOutcome,
+	type ClaimRequest,
+	type Ledger,
+	type LedgerRecord,
+	type RecordOutcome,
+} from '../../lib/ledger';
 
 export interface LedgerFixture {
 	ledger: Ledger;
@@ -10,6 +18,39 @@ export interface LedgerFixture {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const DAY = 86_400_000;
+
+/** The record of a claim that must have succeeded. */
+function claimedRecord(outcome: ClaimOutcome): LedgerRecord {
+	if (outcome.kind !== 'claimed') throw new Error(`expected a claim, got ${outcome.kind}`);
+	return outcome.record;
+}
+
+/** The row a record call wrote, or null when it answered lost_lease. */
+const writtenRecord = (outcome: RecordOutcome) => (outcome.kind === 'written' ? outcome.record : null);
+
+/**
+ * Runs `body` with the host clock (Date.now and new Date()) moved by `skewMs`, as on an n8n host
+ * whose clock is off; the ledger's server keeps its own. Timers keep running in real time.
+ */
+async function withHostClockSkew<T>(skewMs: number, body: () => Promise<T>): Promise<T> {
+	const RealDate = Date;
+	const realNow = RealDate.now.bind(RealDate);
+	class SkewedDate extends RealDate {
+		constructor(...args: unknown[]) {
+			if (args.length === 0) super(realNow() + skewMs);
+			else super(...(args as [number]));
+		}
+		static now() {
+			return realNow() + skewMs;
+		}
+	}
+	globalThis.Date = SkewedDate as DateConstructor;
+	try {
+		return await body();
+	} finally {
+		globalThis.Date = RealDate;
+	}
+}
 
 export function describeLedgerContract(name: string, make: () => Promise<LedgerFixture>) {
 	describe(`ledger contract: ${name}`, () => {
@@ -33,10 +74,12 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			fingerprint: null,
 			...extra,
 		});
+		const id = (key: string, step = '') => ({ namespace: ns, key, step });
 		const lease = (holder: string, leaseMs = 60_000, ttlMs = DAY): ClaimOptions => ({ mode: 'lease', holder, leaseMs, ttlMs });
 		const seen: ClaimOptions = { mode: 'seen', holder: 'h', leaseMs: 0, ttlMs: DAY };
 
-		test('ensureSchema is idempotent and safe to call concurrently', async () => {
+		// Races of separate processes are in postgres.migrate.test.ts; here, one instance answers once.
+		test('ensureSchema is idempotent: concurrent calls on one instance share one answer', async () => {
 			await Promise.all([ledger.ensureSchema(), ledger.ensureSchema(), ledger.ensureSchema()]);
 		});
 
@@ -51,11 +94,11 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			const [second] = await ledger.claim([req('a')], lease('run-2'));
 			expect(second.kind).toBe('in_progress');
 
-			const [written] = await ledger.record([{ namespace: ns, key: 'a', step: '', status: 'completed', externalId: 'msg-1', result: { ok: true, ts: '1.2' } }], {
-				ttlMs: DAY,
-				holder: 'run-1',
-			});
-			expect(written).toMatchObject({ status: 'completed', externalId: 'msg-1', leaseHolder: null });
+			const [written] = await ledger.record(
+				[{ namespace: ns, key: 'a', step: '', status: 'completed', externalId: 'msg-1', result: { ok: true, ts: '1.2' }, fence: first.record.fence }],
+				{ ttlMs: DAY, holder: 'run-1' },
+			);
+			expect(written).toMatchObject({ kind: 'written', record: { status: 'completed', externalId: 'msg-1', leaseExpiresAt: null, leaseRemainingMs: null } });
 
 			const [third] = await ledger.claim([req('a')], lease('run-3'));
 			expect(third.kind).toBe('duplicate');
@@ -151,12 +194,15 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect((await ledger.claim([req('w', { version: '2026-01-03T00:00:00Z' })], newer))[0].kind).toBe('claimed');
 		});
 
-		test('record refuses to overwrite a live lease held by someone else', async () => {
+		test('an unfenced record refuses a row another holder has in progress, live or lapsed', async () => {
 			await ledger.claim([req('h')], lease('owner'));
+			await ledger.claim([req('h-lapsed')], lease('dead', 300));
+			await sleep(500);
+			expect((await ledger.record([{ ...id('h-lapsed'), status: 'completed' }], { ttlMs: DAY, holder: 'intruder' }))[0]).toEqual({ kind: 'lost_lease' });
 			const [refused] = await ledger.record([{ namespace: ns, key: 'h', step: '', status: 'completed' }], { ttlMs: DAY, holder: 'intruder' });
-			expect(refused).toBeNull();
+			expect(refused).toEqual({ kind: 'lost_lease' });
 			const [ok] = await ledger.record([{ namespace: ns, key: 'h', step: '', status: 'completed' }], { ttlMs: DAY, holder: 'owner' });
-			expect(ok?.status).toBe('completed');
+			expect(writtenRecord(ok)?.status).toBe('completed');
 		});
 
 		test('get returns every live step of a key', async () => {
@@ -185,14 +231,64 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect(all.records).toHaveLength(8);
 		});
 
+		const release = (key: string, step: string | null, extra: Partial<Parameters<Ledger['release']>[0]> = {}) =>
+			ledger.release({ namespace: ns, key, step, releasedBy: 'alice', ttlMs: DAY, ...extra });
+
 		test('release deletes one step or the whole key so it can be replayed', async () => {
 			await ledger.claim([req('z'), req('z', { step: 'a' }), req('z', { step: 'b' })], seen);
-			expect(await ledger.release(ns, 'z', 'a', 'alice')).toBe(1);
+			expect(await release('z', 'a')).toEqual([{ step: 'a', status: 'completed', phase: null, action: 'released' }]);
 			expect((await ledger.get(ns, 'z')).map((r) => r.step)).toEqual(['', 'b']);
-			expect(await ledger.release(ns, 'z', null, 'alice')).toBe(2);
+			expect((await release('z', null)).map((s) => [s.step, s.action])).toEqual([
+				['', 'released'],
+				['b', 'released'],
+			]);
 			expect(await ledger.get(ns, 'z')).toEqual([]);
 			expect((await ledger.claim([req('z')], seen))[0].kind).toBe('claimed');
-			expect(await ledger.release(ns, 'nope', null, 'alice')).toBe(0);
+			expect(await release('nope', null)).toEqual([]);
+		});
+
+		test('release refuses a step whose lease a run still holds, unless told "even if held"; the holder is then fenced out', async () => {
+			const held = claimedRecord((await ledger.claim([req('rl')], lease('running', 60_000)))[0]);
+			expect(await release('rl', null)).toEqual([{ step: '', status: 'in_progress', phase: null, action: 'refused', reason: 'lease_live' }]);
+			expect(await ledger.get(ns, 'rl')).toHaveLength(1);
+			expect((await release('rl', null, { evenIfHeld: true })).map((s) => s.action)).toEqual(['released']);
+			expect(await ledger.get(ns, 'rl')).toEqual([]);
+			// The run that held it finishes late: nothing it writes lands.
+			expect(await ledger.markPhase([{ ...id('rl'), fence: held.fence! }], 'sending')).toEqual([false]);
+			const [late] = await ledger.record([{ ...id('rl'), status: 'completed', fence: held.fence }], { ttlMs: DAY, holder: 'running' });
+			expect(late).toEqual({ kind: 'lost_lease' });
+			expect(await ledger.get(ns, 'rl')).toEqual([]);
+		});
+
+		test('a step that may have been sent is never freed silently: the operator says "sent" or "not sent"', async () => {
+			const stuck = claimedRecord((await ledger.claim([req('ms'), req('ms', { step: 'email' })], lease('crashed', 300)))[1]);
+			expect(await ledger.markPhase([{ ...id('ms', 'email'), fence: stuck.fence! }], 'sending')).toEqual([true]);
+			await sleep(500);
+			// Without a resolution: the unit row (never sending) is freed, the email step is refused.
+			expect(await release('ms', null)).toEqual([
+				{ step: '', status: 'in_progress', phase: null, action: 'released' },
+				{ step: 'email', status: 'in_progress', phase: 'sending', action: 'refused', reason: 'may_have_sent' },
+			]);
+			expect((await ledger.get(ns, 'ms')).map((r) => [r.step, r.phase])).toEqual([['email', 'sending']]);
+			// "It was sent": recorded as completed, and the crashed run's late write changes nothing.
+			expect(await release('ms', 'email', { resolution: 'sent' })).toEqual([
+				{ step: 'email', status: 'in_progress', phase: 'sending', action: 'recorded_sent' },
+			]);
+			const [row] = await ledger.get(ns, 'ms');
+			expect(row).toMatchObject({ step: 'email', status: 'completed', phase: null, leaseExpiresAt: null });
+			expect(row.result).toMatchObject({ resolution: 'sent', resolvedBy: 'alice' });
+			const [late] = await ledger.record([{ ...id('ms', 'email'), status: 'failed_retryable', fence: stuck.fence }], { ttlMs: DAY, holder: 'crashed' });
+			expect(late).toEqual({ kind: 'lost_lease' });
+			expect((await ledger.claim([req('ms', { step: 'email' })], lease('next')))[0].kind).toBe('duplicate');
+
+			// "It was not sent": freed; the next claim starts a new incarnation (new first-seen time).
+			const again = claimedRecord((await ledger.claim([req('ns2', { step: 'email' })], lease('crashed', 300)))[0]);
+			await ledger.markPhase([{ ...id('ns2', 'email'), fence: again.fence! }], 'sending');
+			await sleep(500);
+			expect((await release('ns2', 'email', { resolution: 'not_sent' })).map((s) => s.action)).toEqual(['released']);
+			const next = (await ledger.claim([req('ns2', { step: 'email' })], lease('next')))[0];
+			expect(next).toMatchObject({ kind: 'claimed', previousStatus: null, previousPhase: null });
+			expect(claimedRecord(next).firstSeenAt.getTime()).toBeGreaterThan(again.firstSeenAt.getTime());
 		});
 
 		test('purge deletes only expired rows, at most the limit per call', async () => {
@@ -243,57 +339,42 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			);
 		});
 
-		// Recovery points (markPhase). A backend without markPhase is warned about loudly and these
-		// tests return early; Guarded Send then treats every lapsed lease as "may have sent".
-		const phases = () => {
-			if (ledger.markPhase) return ledger.markPhase.bind(ledger);
-			console.warn(`*** ledger contract ${name}: markPhase is not implemented; recovery-point tests did not run ***`);
-			return null;
-		};
-		const id = (key: string, step = '') => ({ namespace: ns, key, step });
+		const mark = async (rows: Array<{ key: string; step?: string; fence: number | null }>, phase = 'sending') =>
+			ledger.markPhase(rows.map((r) => ({ ...id(r.key, r.step), fence: r.fence! })), phase);
 
-		test('markPhase: only the live lease holder can mark; the row shows the phase', async () => {
-			const mark = phases();
-			if (!mark) return;
+		test('markPhase: only the claim that holds the row can mark; the row shows the phase', async () => {
 			const [claimed] = await ledger.claim([req('ph')], lease('owner'));
-			expect(claimed.kind).toBe('claimed');
-			if (claimed.kind === 'claimed') {
-				expect(claimed.record.phase).toBeNull();
-				expect(claimed.previousPhase).toBeNull();
-			}
-			expect(await mark([id('ph')], 'intruder', 'sending')).toEqual([false]);
+			const record = claimedRecord(claimed);
+			expect(record.phase).toBeNull();
+			expect(claimed.kind === 'claimed' && claimed.previousPhase).toBeNull();
+			expect(await mark([{ key: 'ph', fence: record.fence! - 1 }])).toEqual([false]);
 			expect((await ledger.get(ns, 'ph'))[0].phase).toBeNull();
-			expect(await mark([id('ph')], 'owner', 'sending')).toEqual([true]);
+			expect(await mark([{ key: 'ph', fence: record.fence }])).toEqual([true]);
 			const [row] = await ledger.get(ns, 'ph');
-			expect(row).toMatchObject({ status: 'in_progress', leaseHolder: 'owner', phase: 'sending' });
+			expect(row).toMatchObject({ status: 'in_progress', leaseHolder: 'owner', phase: 'sending', fence: record.fence });
 		});
 
 		test('markPhase is batched: one answer per row, in request order, in one round trip', async () => {
-			const mark = phases();
-			if (!mark) return;
-			await ledger.claim([req('b1'), req('b2'), req('b3', { step: 'x' })], lease('me'));
+			const mine = (await ledger.claim([req('b1'), req('b2'), req('b3', { step: 'x' })], lease('me'))).map(claimedRecord);
+			const fence = mine[0].fence;
 			await ledger.claim([req('other')], lease('someone-else'));
 			await ledger.claim([req('done')], seen);
 			const before = ledger.roundTrips;
-			const out = await mark([id('b3', 'x'), id('other'), id('absent'), id('b1'), id('done'), id('b2')], 'me', 'sending');
+			const out = await mark([{ key: 'b3', step: 'x', fence }, { key: 'other', fence }, { key: 'absent', fence }, { key: 'b1', fence }, { key: 'done', fence }, { key: 'b2', fence }]);
 			expect(ledger.roundTrips - before).toBe(1);
 			expect(out).toEqual([true, false, false, true, false, true]);
-			expect(await mark([], 'me', 'sending')).toEqual([]);
+			expect(await ledger.markPhase([], 'sending')).toEqual([]);
 		});
 
-		test('markPhase refuses a lapsed lease, even for its own holder', async () => {
-			const mark = phases();
-			if (!mark) return;
-			await ledger.claim([req('lap')], lease('slow', 300));
+		test('markPhase refuses a lapsed lease, even for its own claim', async () => {
+			const record = claimedRecord((await ledger.claim([req('lap')], lease('slow', 300)))[0]);
 			await sleep(500);
-			expect(await mark([id('lap')], 'slow', 'sending')).toEqual([false]);
+			expect(await mark([{ key: 'lap', fence: record.fence }])).toEqual([false]);
 		});
 
 		test('reclaimOwnLease: the same holder takes over its own live lease and learns the phase; nobody else does', async () => {
-			const mark = phases();
-			if (!mark) return;
-			await ledger.claim([req('own-sent'), req('own-early')], lease('exec-1'));
-			expect(await mark([id('own-sent')], 'exec-1', 'sending')).toEqual([true]);
+			const [own] = (await ledger.claim([req('own-sent'), req('own-early')], lease('exec-1'))).map(claimedRecord);
+			expect(await mark([{ key: 'own-sent', fence: own.fence }])).toEqual([true]);
 			// Without the option the holder's own live lease blocks it, like anyone else's.
 			expect((await ledger.claim([req('own-sent')], lease('exec-1')))[0].kind).toBe('in_progress');
 			// Another holder may not use the option to take it.
@@ -302,16 +383,15 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect(sent).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress', previousPhase: 'sending' });
 			expect(early).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress', previousPhase: null });
 			expect(sent.kind === 'claimed' && sent.record.attempts).toBe(2);
+			expect(claimedRecord(sent).fence).toBeGreaterThan(own.fence!);
 			// Settled rows stay settled: the option only concerns live leases.
-			await ledger.record([{ namespace: ns, key: 'own-sent', step: '', status: 'completed' }], { holder: 'exec-1', ttlMs: DAY });
+			await ledger.record([{ namespace: ns, key: 'own-sent', step: '', status: 'completed', fence: claimedRecord(sent).fence }], { holder: 'exec-1', ttlMs: DAY });
 			expect((await ledger.claim([req('own-sent')], { ...lease('exec-1'), reclaimOwnLease: true }))[0].kind).toBe('duplicate');
 		});
 
 		test('a reclaim reports the phase the lapsed claim reached, and clears it', async () => {
-			const mark = phases();
-			if (!mark) return;
-			await ledger.claim([req('crash-sent'), req('crash-early')], lease('dead', 300));
-			expect(await mark([id('crash-sent')], 'dead', 'sending')).toEqual([true]);
+			const [dead] = (await ledger.claim([req('crash-sent'), req('crash-early')], lease('dead', 300))).map(claimedRecord);
+			expect(await mark([{ key: 'crash-sent', fence: dead.fence }])).toEqual([true]);
 			await sleep(500);
 			const [sent, early] = await ledger.claim([req('crash-sent'), req('crash-early')], lease('next'));
 			expect(sent).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress', previousPhase: 'sending' });
@@ -321,25 +401,144 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 		});
 
 		test('record clears the phase; a failed_retryable row is reclaimed with no previous phase', async () => {
-			const mark = phases();
-			if (!mark) return;
-			await ledger.claim([req('fr')], lease('run-1'));
-			await mark([id('fr')], 'run-1', 'sending');
-			const [written] = await ledger.record([{ namespace: ns, key: 'fr', step: '', status: 'failed_retryable' }], { ttlMs: DAY, holder: 'run-1' });
-			expect(written).toMatchObject({ status: 'failed_retryable', phase: null });
+			const first = claimedRecord((await ledger.claim([req('fr')], lease('run-1')))[0]);
+			await mark([{ key: 'fr', fence: first.fence }]);
+			const [written] = await ledger.record([{ namespace: ns, key: 'fr', step: '', status: 'failed_retryable', fence: first.fence }], { ttlMs: DAY, holder: 'run-1' });
+			expect(writtenRecord(written)).toMatchObject({ status: 'failed_retryable', phase: null });
 			const [again] = await ledger.claim([req('fr')], lease('run-2'));
 			expect(again).toMatchObject({ kind: 'claimed', previousStatus: 'failed_retryable', previousPhase: null });
-			expect(await mark([id('fr')], 'run-1', 'sending')).toEqual([false]);
+			expect(await mark([{ key: 'fr', fence: first.fence }])).toEqual([false]);
 		});
 
-		test('an expired row is reclaimed with no previous phase', async () => {
-			const mark = phases();
-			if (!mark) return;
-			await ledger.claim([req('ex')], lease('gone', 60_000, 300));
-			expect(await mark([id('ex')], 'gone', 'sending')).toEqual([true]);
+		test('an expired row that never reached sending is reclaimed with no previous phase', async () => {
+			await ledger.claim([req('ex')], { ...seen, ttlMs: 300 });
 			await sleep(500);
 			const [again] = await ledger.claim([req('ex')], lease('new'));
 			expect(again).toMatchObject({ kind: 'claimed', previousStatus: null, previousPhase: null });
+		});
+
+		// The n8n host's clock is not the ledger's. Every verdict must come from the server.
+		describe.each([30_000, -30_000])('with the n8n host clock %i ms off', (skewMs) => {
+			test('a live lease is in progress, a lapsed one is taken over, and the answer says how long the lease has left', async () => {
+				await withHostClockSkew(skewMs, async () => {
+					await ledger.claim([req('sk-live'), req('sk-lapsed')], lease('a', 10_000));
+					await ledger.claim([req('sk-short', { fingerprint: 'one' })], lease('a', 300));
+					await sleep(500);
+					const [live, short, mismatch] = await ledger.claim(
+						[req('sk-live'), req('sk-short', { fingerprint: 'one' }), req('sk-mm', { fingerprint: 'x' })],
+						lease('b', 10_000),
+					);
+					expect(live.kind).toBe('in_progress');
+					const remaining = live.kind === 'in_progress' ? live.record.leaseRemainingMs! : -1;
+					expect(remaining).toBeGreaterThan(8_000);
+					expect(remaining).toBeLessThanOrEqual(10_000);
+					expect(short).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress' });
+					expect(claimedRecord(short).leaseRemainingMs).toBe(10_000);
+					expect(mismatch.kind).toBe('claimed');
+				});
+			});
+
+			test('a lapsed lease whose payload differs is a mismatch, not "in progress"', async () => {
+				await withHostClockSkew(skewMs, async () => {
+					await ledger.claim([req('sk-fp', { fingerprint: 'one' })], lease('a', 300));
+					await sleep(500);
+					const [out] = await ledger.claim([req('sk-fp', { fingerprint: 'two' })], lease('b'));
+					expect(out.kind).toBe('mismatch');
+					if (out.kind === 'mismatch') expect(out.record.leaseRemainingMs).toBe(0);
+				});
+			});
+
+			test('stuck rows and "not updated for" are judged by the ledger clock', async () => {
+				await withHostClockSkew(skewMs, async () => {
+					await ledger.claim([req('st-old')], lease('a', 300));
+					await ledger.claim([req('st-live')], lease('a', 60_000));
+					await sleep(600);
+					const stuck = await ledger.list({ namespace: ns, status: 'in_progress', stuckOnly: true, limit: 10 });
+					expect(stuck.records.map((r) => r.key)).toEqual(['st-old']);
+					const quiet = await ledger.list({ namespace: ns, notUpdatedForMs: 400, limit: 10 });
+					expect(quiet.records.map((r) => r.key).sort()).toEqual(['st-live', 'st-old']);
+					expect((await ledger.list({ namespace: ns, notUpdatedForMs: 20_000, limit: 10 })).records).toEqual([]);
+				});
+			});
+		});
+
+		test('a late write from a run that lost its lease changes nothing', async () => {
+			const a = claimedRecord((await ledger.claim([req('lw')], lease('run-a', 300)))[0]);
+			await sleep(500);
+			const b = claimedRecord((await ledger.claim([req('lw')], lease('run-b')))[0]);
+			expect(b.fence).toBeGreaterThan(a.fence!);
+			const [done] = await ledger.record([{ ...id('lw'), status: 'completed', externalId: 'crm-42', fence: b.fence }], { ttlMs: DAY, holder: 'run-b' });
+			expect(writtenRecord(done)).toMatchObject({ status: 'completed', externalId: 'crm-42', fence: b.fence });
+			// Run A wakes up: with its fence, and without one (by holder), it is refused.
+			const late = await ledger.record(
+				[
+					{ ...id('lw'), status: 'failed_retryable', fence: a.fence },
+					{ ...id('lw-other'), status: 'completed' },
+				],
+				{ ttlMs: DAY, holder: 'run-a' },
+			);
+			expect(late[0]).toEqual({ kind: 'lost_lease' });
+			expect(late[1].kind).toBe('written');
+			expect(await mark([{ key: 'lw', fence: a.fence }])).toEqual([false]);
+			const [row] = await ledger.get(ns, 'lw');
+			expect(row).toMatchObject({ status: 'completed', externalId: 'crm-42' });
+			// Nobody can claim it again and send a second time.
+			expect((await ledger.claim([req('lw')], lease('run-c')))[0].kind).toBe('duplicate');
+		});
+
+		test('a write for a claim whose row was released or expired never recreates it', async () => {
+			const a = claimedRecord((await ledger.claim([req('gone')], lease('run-a', 60_000)))[0]);
+			await release('gone', null, { evenIfHeld: true });
+			const [late] = await ledger.record([{ ...id('gone'), status: 'completed', fence: a.fence }], { ttlMs: DAY });
+			expect(late).toEqual({ kind: 'lost_lease' });
+			expect(await ledger.get(ns, 'gone')).toEqual([]);
+		});
+
+		test('fencing tokens only grow, across release and re-claim', async () => {
+			const fences: number[] = [];
+			for (let round = 0; round < 3; round++) {
+				const r = claimedRecord((await ledger.claim([req('fg')], lease('r', 60_000)))[0]);
+				fences.push(r.fence!);
+				await release('fg', null, { evenIfHeld: true });
+			}
+			const other = claimedRecord((await ledger.claim([req('fg2')], seen))[0]);
+			fences.push(other.fence!);
+			expect(fences.every((f, i) => i === 0 || f > fences[i - 1])).toBe(true);
+		});
+
+		test('a row never expires while its lease is live, whatever the retention', async () => {
+			const held = claimedRecord((await ledger.claim([req('rt')], lease('slow', 5_000, 300)))[0]);
+			expect(held.expiresAt.getTime()).toBeGreaterThanOrEqual(held.leaseExpiresAt!.getTime());
+			await sleep(700);
+			expect(await ledger.get(ns, 'rt')).toHaveLength(1);
+			expect((await ledger.claim([req('rt')], lease('other')))[0].kind).toBe('in_progress');
+		});
+
+		test('a step that may have been sent outlives its retention; the next claim learns it reached sending', async () => {
+			const dead = claimedRecord((await ledger.claim([req('keep', { step: 'slack' })], lease('dead', 300, 300)))[0]);
+			expect(await mark([{ key: 'keep', step: 'slack', fence: dead.fence }])).toEqual([true]);
+			await sleep(800);
+			const stuck = await ledger.list({ namespace: ns, stuckOnly: true, sending: true, limit: 10 });
+			expect(stuck.records.map((r) => [r.key, r.phase])).toEqual([['keep', 'sending']]);
+			expect((await ledger.list({ namespace: ns, stuckOnly: true, sending: false, limit: 10 })).records).toEqual([]);
+			const [next] = await ledger.claim([req('keep', { step: 'slack' })], lease('next'));
+			expect(next).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress', previousPhase: 'sending' });
+		});
+
+		test('needs_review keeps the sending phase and stays until a person resolves it', async () => {
+			const dead = claimedRecord((await ledger.claim([req('nr', { step: 'mail' })], lease('dead', 300)))[0]);
+			await mark([{ key: 'nr', step: 'mail', fence: dead.fence }]);
+			await sleep(500);
+			const next = claimedRecord((await ledger.claim([req('nr', { step: 'mail' })], lease('next')))[0]);
+			const [review] = await ledger.record([{ ...id('nr', 'mail'), status: 'needs_review', fence: next.fence, result: { reason: 'ambiguous' } }], { ttlMs: 300 });
+			expect(writtenRecord(review)).toMatchObject({ status: 'needs_review', phase: 'sending' });
+			await sleep(500);
+			expect((await ledger.get(ns, 'nr')).map((r) => [r.status, r.phase])).toEqual([['needs_review', 'sending']]);
+			expect((await release('nr', null)).map((s) => s.reason)).toEqual(['may_have_sent']);
+			// A needs_review row that never reached sending keeps the usual retention.
+			await ledger.record([{ ...id('nr2'), status: 'needs_review' }], { ttlMs: 300 });
+			await sleep(500);
+			expect(await ledger.get(ns, 'nr2')).toEqual([]);
 		});
 
 		test('large batches are claimed in chunks with every outcome in order', async () => {

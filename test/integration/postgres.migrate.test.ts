@@ -35,3 +35,30 @@ test('the schema is created safely when several processes start at once', async 
 		await pool.end();
 	}
 }, 60_000);
+
+/**
+ * Six processes first use six different ledgers (tables) of one schema that does not exist yet,
+ * at the same instant: the schema is created once, every ledger's migrations run, nobody fails.
+ */
+test('several ledgers of one new schema are created safely by processes starting at once', async () => {
+	const pool = newPool(2);
+	const schema = uniqueTable('s');
+	try {
+		for (let round = 0; round < 5; round++) {
+			await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+			const startAt = Date.now() + 1200;
+			const results = await Promise.allSettled(
+				Array.from({ length: 6 }, (_, p) => run(process.execPath, [CHILD, schema, `ledger_${p}`, String(startAt)], { env: process.env })),
+			);
+			const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => String(r.reason).slice(0, 300));
+			expect(failures).toEqual([]);
+			for (let p = 0; p < 6; p++) {
+				const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${schema}"."ledger_${p}"`);
+				expect(rows[0].n).toBe(1);
+			}
+		}
+	} finally {
+		await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+		await pool.end();
+	}
+}, 90_000);

@@ -119,6 +119,25 @@ describeIfRedis('Redis ledger specifics')('Redis ledger specifics', () => {
 		expect(await fx.client.zscore(registryKey(fx.prefix), ns)).toBeNull();
 	});
 
+	test('stats work in bounded slices and still count exactly', async () => {
+		const ns = 'sliced-stats';
+		const lease = (leaseMs: number, ttlMs: number): ClaimOptions => ({ mode: 'lease', holder: 'r', leaseMs, ttlMs });
+		// 1,500 rows that expire with their lease (dead index entries), 1,200 lapsed leases, one live.
+		await fx.ledger.claim(Array.from({ length: 1_500 }, (_, i) => req(ns, `dead${i}`)), lease(100, 100));
+		const [stuckFirst] = await fx.ledger.claim(Array.from({ length: 1_200 }, (_, i) => req(ns, `stuck${i}`)), lease(100, DAY));
+		await fx.ledger.claim([req(ns, 'live')], lease(60_000, DAY));
+		await sleep(300);
+		const before = fx.ledger.roundTrips;
+		const stats = await fx.ledger.stats(ns);
+		expect(fx.ledger.roundTrips - before).toBeGreaterThanOrEqual(3);
+		expect(stats.byStatus.in_progress).toBe(1_201);
+		expect(stats.stuck).toBe(1_200);
+		expect(stats.oldestInProgressAt).toEqual(stuckFirst.kind === 'claimed' ? stuckFirst.record.firstSeenAt : null);
+		const k = namespaceKeys(fx.prefix, ns);
+		expect(await fx.client.zcard(k.fixed[3])).toBe(1_201);
+		expect(await fx.client.zcard(k.fixed[2])).toBe(1_201);
+	});
+
 	test('list reads dead index entries as absent and removes them', async () => {
 		const ns = 'lazy';
 		await fx.ledger.claim([req(ns, 'gone')], { ...seen, ttlMs: 150 });
@@ -145,7 +164,9 @@ describeIfRedis('Redis ledger specifics')('Redis ledger specifics', () => {
 	test('release writes an audit entry saying who and when', async () => {
 		const ns = 'audited';
 		await fx.ledger.claim([req(ns, 'x')], seen);
-		expect(await fx.ledger.release(ns, 'x', '', 'alice')).toBe(1);
+		expect(await fx.ledger.release({ namespace: ns, key: 'x', step: '', releasedBy: 'alice', ttlMs: DAY })).toEqual([
+			{ step: '', status: 'completed', phase: null, action: 'released' },
+		]);
 		const entries = await fx.client.xrange(namespaceKeys(fx.prefix, ns).audit, '-', '+');
 		expect(entries).toHaveLength(1);
 		const fields = Object.fromEntries(
@@ -153,6 +174,24 @@ describeIfRedis('Redis ledger specifics')('Redis ledger specifics', () => {
 		);
 		expect(fields).toMatchObject({ action: 'release', key: 'x', step: '', status: 'completed', actor: 'alice' });
 		expect(Math.abs(Number(fields.at) - Date.now())).toBeLessThan(60_000);
+
+		// A step that may have been sent, recorded as sent: the entry keeps what the row was.
+		const [claimed] = await fx.ledger.claim([req(ns, 'y', { step: 'mail' })], { ...seen, mode: 'lease', holder: 'run-1', leaseMs: 60_000 });
+		const fence = claimed.kind === 'claimed' ? claimed.record.fence! : -1;
+		expect(await fx.ledger.markPhase([{ namespace: ns, key: 'y', step: 'mail', fence }], 'sending')).toEqual([true]);
+		await fx.ledger.release({ namespace: ns, key: 'y', step: 'mail', releasedBy: 'bob', ttlMs: DAY, evenIfHeld: true, resolution: 'sent' });
+		const all = await fx.client.xrange(namespaceKeys(fx.prefix, ns).audit, '-', '+');
+		const sent = Object.fromEntries(all[1][1].reduce<string[][]>((pairs, v, i, xs) => (i % 2 ? pairs : [...pairs, [v, xs[i + 1]]]), []));
+		expect(sent).toMatchObject({
+			action: 'resolve_sent', key: 'y', step: 'mail', status: 'in_progress', phase: 'sending',
+			leaseHolder: 'run-1', fence: String(fence), resolution: 'sent', actor: 'bob',
+		});
+		const [row] = await fx.ledger.get(ns, 'y');
+		expect(row).toMatchObject({ status: 'completed', leaseHolder: null, fence: null, phase: null });
+		const result = row.result as { resolvedAt: string; before: unknown };
+		expect(result).toMatchObject({ resolution: 'sent', resolvedBy: 'bob', before: null });
+		expect(Math.abs(Date.parse(result.resolvedAt) - row.updatedAt.getTime())).toBeLessThan(1_000);
+		expect(result.resolvedAt).toBe(row.updatedAt.toISOString());
 	});
 
 	test('a ledger with another prefix does not see these rows', async () => {

@@ -1,7 +1,7 @@
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 
 import { CheckpointRegressionError, LedgerError, LedgerInputError } from '../errors';
-import { classifyExisting, idKey, resolveBatch } from '../claims';
+import { classifyExisting, effectiveTtlMs, idKey, resolveBatch, sortByRowId } from '../claims';
 import type {
 	Checkpoint,
 	ClaimOptions,
@@ -11,16 +11,19 @@ import type {
 	LedgerRecord,
 	ListFilter,
 	ListPage,
+	FencedRow,
 	NamespaceStats,
 	RecordOptions,
+	RecordOutcome,
 	RecordRequest,
-	RowId,
+	ReleaseRequest,
+	ReleasedStep,
 	Status,
 } from '../types';
 import { STATUSES } from '../types';
 import { assertIdentifier } from '../validate';
-import { toUnavailable } from './errors';
-import { migrations, tableNames, type TableNames } from './schema';
+import { isRetryableConflict, toUnavailable } from './errors';
+import { KEEP_UNTIL_RESOLVED, migrations, tableNames, type TableNames } from './schema';
 
 export interface PostgresLedgerOptions {
 	pool: Pool;
@@ -36,6 +39,8 @@ export interface PostgresLedgerOptions {
 }
 
 const DEFAULT_CHUNK = 5000;
+/** Times a statement is run again after PostgreSQL reported a deadlock or serialization failure. */
+const CONFLICT_RETRIES = 4;
 
 /** Like Promise.all, but waits for every promise before throwing the first error. */
 async function settleAll(work: Array<Promise<void>>): Promise<void> {
@@ -63,7 +68,13 @@ const recordColumns = (a: string, p = '') =>
 		`(extract(epoch FROM ${a}.updated_at) * 1000)::float8 AS ${p}updated_at`,
 		`(extract(epoch FROM ${a}.expires_at) * 1000)::float8 AS ${p}expires_at`,
 		`${a}.phase AS ${p}phase`,
+		`${leaseRemaining(a)} AS ${p}lease_remaining_ms`,
+		`${a}.fence AS ${p}fence`,
 	].join(', ');
+
+/** SQL: milliseconds left on a row's lease by the server's clock; null without a lease, 0 once lapsed. */
+const leaseRemaining = (a: string) =>
+	`(CASE WHEN ${a}.lease_expires_at IS NULL THEN NULL ELSE greatest(0, extract(epoch FROM ${a}.lease_expires_at - now()) * 1000) END)::float8`;
 
 /**
  * A live row as the claim answers it: a JSON array in this order (see unpackRecord), led by the
@@ -79,6 +90,8 @@ const packedColumns = (a: string) =>
 			'first_seen_at', 'updated_at', 'expires_at', 'phase'].map((c) =>
 			c.endsWith('_at') ? `(extract(epoch FROM ${a}.${c}) * 1000)::float8` : `${a}.${c}`,
 		),
+		leaseRemaining(a),
+		`${a}.fence`,
 	].join(', ');
 
 function unpackRecord(v: unknown[], request: ClaimRequest): LedgerRecord {
@@ -99,10 +112,14 @@ function unpackRecord(v: unknown[], request: ClaimRequest): LedgerRecord {
 		updatedAt: ms(v[11]) as Date,
 		expiresAt: ms(v[12]) as Date,
 		phase: (v[13] ?? null) as string | null,
+		leaseRemainingMs: (v[14] ?? null) as number | null,
+		fence: int(v[15]),
 	};
 }
 
 const ms = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as number));
+/** A bigint as the driver gives it (text), or as JSON gives it (a number). */
+const int = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
 function toRecord(row: QueryResultRow, p = ''): LedgerRecord {
 	return {
@@ -122,6 +139,8 @@ function toRecord(row: QueryResultRow, p = ''): LedgerRecord {
 		updatedAt: ms(row[`${p}updated_at`]) as Date,
 		expiresAt: ms(row[`${p}expires_at`]) as Date,
 		phase: row[`${p}phase`] ?? null,
+		leaseRemainingMs: row[`${p}lease_remaining_ms`] ?? null,
+		fence: int(row[`${p}fence`]),
 	};
 }
 
@@ -133,6 +152,7 @@ const isNewer = (a: string, b: string) =>
 
 /** What a claim carries beyond the request: the same for every new claim, read back for a renewed one. */
 interface ClaimFacts {
+	fence: number;
 	attempts: number;
 	previousStatus: Status | null;
 	previousPhase: string | null;
@@ -149,9 +169,10 @@ interface ClaimFacts {
  * first seen and updated. One object, and one set of Dates, for all of them (records are values;
  * nothing mutates them).
  */
-function newClaimFacts(now: number, holder: string | null, options: ClaimOptions): ClaimFacts {
+function newClaimFacts(now: number, fence: number, holder: string | null, options: ClaimOptions, ttlMs: number): ClaimFacts {
 	const at = new Date(now);
 	return {
+		fence,
 		attempts: 1,
 		previousStatus: null,
 		previousPhase: null,
@@ -159,17 +180,18 @@ function newClaimFacts(now: number, holder: string | null, options: ClaimOptions
 		result: null,
 		firstSeenAt: at,
 		updatedAt: at,
-		expiresAt: new Date(now + options.ttlMs),
+		expiresAt: new Date(now + ttlMs),
 		leaseExpiresAt: holder === null ? null : new Date(now + options.leaseMs),
 	};
 }
 
 /** A renewed claim as the statement answers it: namespace, key, step, then these columns. */
-function renewedClaimFacts(row: unknown[], holder: string | null, options: ClaimOptions): ClaimFacts {
+function renewedClaimFacts(row: unknown[], fence: number, holder: string | null, options: ClaimOptions, ttlMs: number): ClaimFacts {
 	const [, , , attempts, previousStatus, externalId, result, firstSeenAt, updatedAt, previousPhase] = row as [
 		string, string, string, number, Status | null, string | null, unknown, number, number, string | null,
 	];
 	return {
+		fence,
 		attempts,
 		previousStatus,
 		previousPhase: previousPhase ?? null,
@@ -177,12 +199,12 @@ function renewedClaimFacts(row: unknown[], holder: string | null, options: Claim
 		result,
 		firstSeenAt: new Date(firstSeenAt),
 		updatedAt: new Date(updatedAt),
-		expiresAt: new Date(updatedAt + options.ttlMs),
+		expiresAt: new Date(updatedAt + ttlMs),
 		leaseExpiresAt: holder === null ? null : new Date(updatedAt + options.leaseMs),
 	};
 }
 
-function claimedOutcome(r: ClaimRequest, status: Status, holder: string | null, facts: ClaimFacts): ClaimOutcome {
+function claimedOutcome(r: ClaimRequest, status: Status, holder: string | null, options: ClaimOptions, facts: ClaimFacts): ClaimOutcome {
 	const record: LedgerRecord = {
 		namespace: r.namespace,
 		key: r.key,
@@ -190,6 +212,8 @@ function claimedOutcome(r: ClaimRequest, status: Status, holder: string | null, 
 		status,
 		leaseHolder: holder,
 		leaseExpiresAt: facts.leaseExpiresAt,
+		leaseRemainingMs: holder === null ? null : options.leaseMs,
+		fence: facts.fence,
 		fingerprint: r.fingerprint,
 		version: r.version ?? null,
 		externalId: facts.externalId,
@@ -207,6 +231,8 @@ function claimedOutcome(r: ClaimRequest, status: Status, holder: string | null, 
 /** The one row a claim statement answers (see claimSql). */
 interface ClaimAnswer extends QueryResultRow {
 	now: number;
+	/** The fencing token of every row this statement claimed (bigint, as text). */
+	fence: string;
 	renewed: unknown[][];
 	blocked: unknown[][];
 	unresolved: number[] | null;
@@ -222,7 +248,7 @@ export class PostgresLedger implements Ledger {
 	private trips = 0;
 	private readonly autoPurge: PostgresLedgerOptions['autoPurge'];
 	private lastPurge = Date.now();
-	private readonly sql: { claim: string; record: string; markPhase: string };
+	private readonly sql: { claim: string; recordFenced: string; recordUnfenced: string; markPhase: string; release: string };
 
 	constructor(options: PostgresLedgerOptions) {
 		this.pool = options.pool;
@@ -232,7 +258,13 @@ export class PostgresLedger implements Ledger {
 		this.t = tableNames(schema, this.table);
 		this.chunkSize = options.chunkSize ?? DEFAULT_CHUNK;
 		this.autoPurge = options.autoPurge;
-		this.sql = { claim: this.claimSql(), record: this.recordSql(), markPhase: this.markPhaseSql() };
+		this.sql = {
+			claim: this.claimSql(),
+			recordFenced: this.recordFencedSql(),
+			recordUnfenced: this.recordUnfencedSql(),
+			markPhase: this.markPhaseSql(),
+			release: this.releaseSql(),
+		};
 	}
 
 	get roundTrips(): number {
@@ -243,17 +275,25 @@ export class PostgresLedger implements Ledger {
 		return this.t;
 	}
 
+	/**
+	 * One statement. Outside a transaction (no `client`), a statement that PostgreSQL ended with a
+	 * deadlock or serialization failure was rolled back whole, so it is run again a few times after
+	 * a short random pause; every statement locks rows in one order, so this should not happen.
+	 */
 	private async query<R extends QueryResultRow = QueryResultRow>(
 		text: string,
 		values: unknown[] = [],
 		client?: PoolClient,
 	): Promise<R[]> {
-		this.trips++;
-		try {
-			const res = await (client ?? this.pool).query<R>(text, values);
-			return res.rows;
-		} catch (error) {
-			throw toUnavailable(error, this.t);
+		for (let attempt = 0; ; attempt++) {
+			this.trips++;
+			try {
+				const res = await (client ?? this.pool).query<R>(text, values);
+				return res.rows;
+			} catch (error) {
+				if (client || attempt >= CONFLICT_RETRIES || !isRetryableConflict(error)) throw toUnavailable(error, this.t);
+				await new Promise((r) => setTimeout(r, 5 + Math.random() * 20 * 2 ** attempt));
+			}
 		}
 	}
 
@@ -283,8 +323,11 @@ export class PostgresLedger implements Ledger {
 		}
 		try {
 			await this.query('BEGIN', [], client);
-			await this.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [this.t.lockKey], client);
+			// The schema is shared by every ledger in it, so it gets its own lock, always taken before
+			// the ledger's: two processes creating two ledgers in one new schema wait for each other.
+			await this.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [this.t.schemaLockKey], client);
 			await this.query(`CREATE SCHEMA IF NOT EXISTS "${this.t.schema}"`, [], client);
+			await this.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [this.t.lockKey], client);
 			await this.query(
 				`CREATE TABLE IF NOT EXISTS ${this.t.migrations} (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
 				[],
@@ -310,9 +353,11 @@ export class PostgresLedger implements Ledger {
 
 	private claimSql(): string {
 		const t = this.t;
-		// $1..$5 JSON arrays (namespace, key, step, fingerprint, version), pre-sorted by row id so
-		// that concurrent batches lock rows in the same order; $6 status, $7 holder, $8 lease ms,
-		// $9 ttl ms, $10 mode, $11 reclaim a live lease of the same holder. JSON, not text[]: the
+		// $1..$5 JSON arrays (namespace, key, step, fingerprint, version), pre-sorted by row id in
+		// byte order (the key columns' COLLATE "C") so that concurrent batches lock rows in the same
+		// order; $6 status, $7 holder, $8 lease ms, $9 ttl ms (never shorter than the lease), $10
+		// mode, $11 reclaim a live lease of the same holder. Every row this statement claims gets
+		// one new fencing token. JSON, not text[]: the
 		// driver escapes every element of a text[] in JavaScript, JSON.stringify does it natively.
 		//
 		// Rows that the statement's snapshot already shows as live and not claimable are not
@@ -332,15 +377,16 @@ WITH input AS (
 		json_array_elements_text($3::json), json_array_elements_text($4::json), json_array_elements_text($5::json))
 		WITH ORDINALITY AS i(ns, k, st, fingerprint, version, ord)
 ),
+token AS (SELECT nextval('${t.fenceSequence}') AS fence),
 existing AS MATERIALIZED (
 	SELECT e.*, i.ord AS in_ord, i.fingerprint AS in_fingerprint, ${claimable('e', 'i')} AS claimable
 	FROM input i JOIN ${t.ledger} e ON e.namespace = i.ns AND e.key = i.k AND e.step = i.st
 ),
 claimed AS (
 	INSERT INTO ${t.ledger} AS l (namespace, key, step, status, lease_holder, lease_expires_at, fingerprint, version,
-		attempts, first_seen_at, updated_at, expires_at)
+		attempts, first_seen_at, updated_at, expires_at, fence)
 	SELECT i.ns, i.k, i.st, $6, $7, CASE WHEN $6 = 'in_progress' THEN now() + $8 * interval '1 millisecond' END,
-		i.fingerprint, i.version, 1, now(), now(), now() + $9 * interval '1 millisecond'
+		i.fingerprint, i.version, 1, now(), now(), now() + $9 * interval '1 millisecond', (SELECT fence FROM token)
 	FROM input i
 	WHERE NOT EXISTS (
 		SELECT 1 FROM existing x WHERE x.namespace = i.ns AND x.key = i.k AND x.step = i.st AND NOT x.claimable
@@ -361,7 +407,8 @@ claimed AS (
 		external_id = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.external_id END,
 		result = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.result END,
 		updated_at = now(),
-		expires_at = excluded.expires_at
+		expires_at = excluded.expires_at,
+		fence = excluded.fence
 	WHERE ${claimable('l', 'excluded')}
 	RETURNING l.namespace, l.key, l.step, l.attempts, l.previous_status, l.external_id, l.result,
 		(extract(epoch FROM l.first_seen_at) * 1000)::float8 AS first_seen_at,
@@ -372,7 +419,7 @@ blocked AS (
 	INSERT INTO ${t.counters} AS c (namespace, duplicates_blocked)
 	SELECT ns, n FROM (
 		SELECT i.ns, count(*) - (SELECT count(*) FROM claimed c2 WHERE c2.namespace = i.ns) AS n FROM input i GROUP BY i.ns
-	) s WHERE n > 0
+	) s WHERE n > 0 ORDER BY ns COLLATE "C"
 	ON CONFLICT (namespace) DO UPDATE SET duplicates_blocked = c.duplicates_blocked + excluded.duplicates_blocked, updated_at = now()
 )
 -- One row. Every input row is exactly one of: blocked (a live row the snapshot showed, never
@@ -383,6 +430,7 @@ blocked AS (
 -- Nothing per row for the common case, and no join of 10,000 claimed rows back to the input.
 SELECT
 	(extract(epoch FROM now()) * 1000)::float8 AS now,
+	(SELECT fence FROM token) AS fence,
 	(SELECT coalesce(json_agg(json_build_array(c.namespace, c.key, c.step, c.attempts, c.previous_status,
 		c.external_id, c.result, c.first_seen_at, c.updated_at, c.previous_phase)), '[]')
 		FROM claimed c WHERE c.attempts > 1) AS renewed,
@@ -400,8 +448,9 @@ SELECT
 		// Chunks hold disjoint keys, each locked in sorted order, so they run side by side on
 		// separate pool connections (as many as the pool allows) and the server inserts them on
 		// as many cores as it has. A batch of one chunk is one statement, one round trip.
+		const sorted = sortByRowId(unique, requests);
 		const chunks: number[][] = [];
-		for (let start = 0; start < unique.length; start += this.chunkSize) chunks.push(unique.slice(start, start + this.chunkSize));
+		for (let start = 0; start < sorted.length; start += this.chunkSize) chunks.push(sorted.slice(start, start + this.chunkSize));
 		await settleAll(chunks.map((chunk) => this.claimChunk(chunk, requests, outcomes, options)));
 		this.purgeInBackground();
 		return outcomes as ClaimOutcome[];
@@ -422,7 +471,8 @@ SELECT
 	): Promise<void> {
 		const status = options.mode === 'lease' ? 'in_progress' : 'completed';
 		const holder = options.mode === 'lease' ? options.holder : null;
-		let pending = sortById(indexes, requests);
+		const ttlMs = effectiveTtlMs(options);
+		let pending = indexes;
 		for (let attempt = 0; pending.length > 0; attempt++) {
 			if (attempt >= 5) {
 				throw new LedgerError(
@@ -435,7 +485,7 @@ SELECT
 				status,
 				holder,
 				options.leaseMs,
-				options.ttlMs,
+				ttlMs,
 				options.mode,
 				options.reclaimOwnLease === true,
 			]);
@@ -444,7 +494,8 @@ SELECT
 			for (const row of answer.blocked) blocked[(row[0] as number) - 1] = row;
 			const lost = new Set((answer.unresolved ?? []).map((ord) => ord - 1));
 			const renewed = new Map(answer.renewed.map((row) => [idKey(row[0] as string, row[1] as string, row[2] as string), row]));
-			const fresh = newClaimFacts(answer.now, holder, options);
+			const fence = Number(answer.fence);
+			const fresh = newClaimFacts(answer.now, fence, holder, options, ttlMs);
 			const unresolved: number[] = [];
 			for (let position = 0; position < pending.length; position++) {
 				const index = pending[position];
@@ -456,7 +507,7 @@ SELECT
 					unresolved.push(index);
 				} else {
 					const again = renewed.size > 0 ? renewed.get(idKey(r.namespace, r.key, r.step)) : undefined;
-					outcomes[index] = claimedOutcome(r, status, holder, again ? renewedClaimFacts(again, holder, options) : fresh);
+					outcomes[index] = claimedOutcome(r, status, holder, options, again ? renewedClaimFacts(again, fence, holder, options, ttlMs) : fresh);
 				}
 			}
 			// A row committed by a concurrent claim after this statement's snapshot blocks the
@@ -466,9 +517,9 @@ SELECT
 				const fresh = await this.fetchMany(unresolved.map((i) => requests[i]));
 				for (const index of unresolved) {
 					const r = requests[index];
-					const record = fresh.get(idKey(r.namespace, r.key, r.step));
-					if (record && record.expiresAt.getTime() > Date.now()) {
-						outcomes[index] = classifyExisting(record, r, options.mode);
+					const found = fresh.get(idKey(r.namespace, r.key, r.step));
+					if (found?.live) {
+						outcomes[index] = classifyExisting(found.record, r, options.mode);
 					} else {
 						pending.push(index);
 					}
@@ -477,95 +528,154 @@ SELECT
 		}
 	}
 
-	private async fetchMany(ids: ClaimRequest[]): Promise<Map<string, LedgerRecord>> {
+	/** Rows as they are now, each with the server's verdict on whether it is live (not expired). */
+	private async fetchMany(ids: ClaimRequest[]): Promise<Map<string, { record: LedgerRecord; live: boolean }>> {
 		const [ns, k, st] = columns(ids);
 		const rows = await this.query(
-			`SELECT ${recordColumns('l')} FROM ${this.t.ledger} l
+			`SELECT ${recordColumns('l')}, l.expires_at > now() AS live FROM ${this.t.ledger} l
 			 JOIN unnest($1::text[], $2::text[], $3::text[]) AS i(ns, k, st) ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st`,
 			[ns, k, st],
 		);
-		return new Map(rows.map((row) => [idKey(row.namespace, row.key, row.step), toRecord(row)]));
+		return new Map(rows.map((row) => [idKey(row.namespace, row.key, row.step), { record: toRecord(row), live: row.live === true }]));
 	}
 
-	private recordSql(): string {
+	/**
+	 * The columns a settled row gets, shared by both record statements. `i` is the request (its
+	 * status, fingerprint, external_id and result), `l` the row as it is. A `needs_review` row keeps the phase `sending`
+	 * (its own, or the one the claim it belongs to took over): the message may have gone out. Such
+	 * a row is kept until a person resolves it; every other row lives `$ttl` from now.
+	 */
+	private settledColumns(i: string, ttl: string): string {
+		const phase = `CASE WHEN ${i}.status = 'needs_review' AND l.expires_at > now() THEN coalesce(l.phase, CASE WHEN l.status = 'in_progress' THEN l.previous_phase END) END`;
+		return `status = ${i}.status,
+	lease_holder = NULL,
+	lease_expires_at = NULL,
+	phase = ${phase},
+	fingerprint = coalesce(${i}.fingerprint, CASE WHEN l.expires_at <= now() THEN NULL ELSE l.fingerprint END),
+	external_id = ${i}.external_id,
+	result = ${i}.result,
+	attempts = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.attempts END,
+	first_seen_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.first_seen_at END,
+	updated_at = now(),
+	expires_at = CASE WHEN ${phase} = 'sending' THEN ${KEEP_UNTIL_RESOLVED} ELSE now() + ${ttl} * interval '1 millisecond' END`;
+	}
+
+	/**
+	 * Writes that belong to a claim: only a live row that still carries the claim's fence changes.
+	 * A fenced write never creates a row (an absent row was released or expired: the claim is gone).
+	 * Rows are locked in byte order first, then re-checked on their latest version.
+	 * $1..$7 arrays (namespace, key, step, status, fingerprint, external id, result), $8 fences, $9 ttl ms.
+	 */
+	private recordFencedSql(): string {
+		const t = this.t;
+		return `
+WITH i AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::bigint[])
+		AS i(ns, k, st, status, fingerprint, external_id, result, fence)
+),
+target AS (
+	SELECT l.namespace, l.key, l.step FROM ${t.ledger} l
+	JOIN i ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st
+	WHERE l.fence = i.fence AND l.expires_at > now()
+	ORDER BY l.namespace, l.key, l.step
+	FOR UPDATE OF l
+)
+UPDATE ${t.ledger} l SET ${this.settledColumns('i', '$9')}
+FROM target t JOIN i ON i.ns = t.namespace AND i.k = t.key AND i.st = t.step
+WHERE l.namespace = t.namespace AND l.key = t.key AND l.step = t.step AND l.fence = i.fence AND l.expires_at > now()
+RETURNING ${recordColumns('l')}`;
+	}
+
+	/**
+	 * Writes without a claim's fence (a step no claim covers, or a key typed by hand): inserted, or
+	 * written over a row that is absent, expired or settled, or in progress under $9, the holder;
+	 * with $9 null, always (an operator's override). $1..$7 arrays as above, $8 ttl ms, $9 holder.
+	 */
+	private recordUnfencedSql(): string {
 		return `
 INSERT INTO ${this.t.ledger} AS l (namespace, key, step, status, fingerprint, external_id, result, attempts,
 	first_seen_at, updated_at, expires_at)
 SELECT i.ns, i.k, i.st, i.s, i.fp, i.ext, i.res, 1, now(), now(), now() + $8 * interval '1 millisecond'
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[]) AS i(ns, k, st, s, fp, ext, res)
-ORDER BY i.ns, i.k, i.st
+ORDER BY i.ns COLLATE "C", i.k COLLATE "C", i.st COLLATE "C"
 ON CONFLICT (namespace, key, step) DO UPDATE SET
-	status = excluded.status,
-	lease_holder = NULL,
-	lease_expires_at = NULL,
-	phase = NULL,
-	fingerprint = coalesce(excluded.fingerprint, CASE WHEN l.expires_at <= now() THEN NULL ELSE l.fingerprint END),
-	external_id = excluded.external_id,
-	result = excluded.result,
-	attempts = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.attempts END,
-	first_seen_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.first_seen_at END,
-	updated_at = now(),
-	expires_at = excluded.expires_at
-WHERE $9::text IS NULL OR l.expires_at <= now() OR l.status <> 'in_progress'
-	OR l.lease_holder = $9 OR l.lease_expires_at <= now()
+	${this.settledColumns('excluded', '$8')},
+	fence = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.fence END
+WHERE $9::text IS NULL OR l.expires_at <= now() OR l.status <> 'in_progress' OR l.lease_holder = $9
 RETURNING ${recordColumns('l')}`;
 	}
 
-	async record(requests: RecordRequest[], options: RecordOptions): Promise<Array<LedgerRecord | null>> {
+	async record(requests: RecordRequest[], options: RecordOptions): Promise<RecordOutcome[]> {
 		await this.ensureSchema();
 		// Last write per row wins inside one call.
 		const last = new Map<string, number>();
 		requests.forEach((r, i) => last.set(idKey(r.namespace, r.key, r.step), i));
-		const unique = [...last.values()].sort((a, b) => a - b);
+		const unique = [...last.values()];
+		const fenced = sortByRowId(unique.filter((i) => typeof requests[i].fence === 'number'), requests);
+		const unfenced = sortByRowId(unique.filter((i) => typeof requests[i].fence !== 'number'), requests);
 		const written = new Map<string, LedgerRecord>();
-		for (let start = 0; start < unique.length; start += this.chunkSize) {
-			const chunk = unique.slice(start, start + this.chunkSize).map((i) => requests[i]);
-			const rows = await this.query(this.sql.record, [
-				chunk.map((r) => r.namespace),
-				chunk.map((r) => r.key),
-				chunk.map((r) => r.step),
-				chunk.map((r) => r.status),
-				chunk.map((r) => r.fingerprint ?? null),
-				chunk.map((r) => (r.externalId === undefined || r.externalId === null ? null : String(r.externalId))),
-				chunk.map((r) => (r.result === undefined ? null : JSON.stringify(r.result))),
-				options.ttlMs,
-				options.holder ?? null,
-			]);
-			for (const row of rows) written.set(idKey(row.namespace, row.key, row.step), toRecord(row));
+		const columnsOf = (chunk: RecordRequest[]) => [
+			chunk.map((r) => r.namespace),
+			chunk.map((r) => r.key),
+			chunk.map((r) => r.step),
+			chunk.map((r) => r.status),
+			chunk.map((r) => r.fingerprint ?? null),
+			chunk.map((r) => (r.externalId === undefined || r.externalId === null ? null : String(r.externalId))),
+			chunk.map((r) => (r.result === undefined ? null : JSON.stringify(r.result))),
+		];
+		// One statement per kind and chunk, one after another: each locks its rows in byte order.
+		for (const [indexes, fence] of [[fenced, true], [unfenced, false]] as const) {
+			for (let start = 0; start < indexes.length; start += this.chunkSize) {
+				const chunk = indexes.slice(start, start + this.chunkSize).map((i) => requests[i]);
+				const rows = fence
+					? await this.query(this.sql.recordFenced, [...columnsOf(chunk), chunk.map((r) => String(r.fence)), options.ttlMs])
+					: await this.query(this.sql.recordUnfenced, [...columnsOf(chunk), options.ttlMs, options.holder ?? null]);
+				for (const row of rows) written.set(idKey(row.namespace, row.key, row.step), toRecord(row));
+			}
 		}
-		return requests.map((r) => written.get(idKey(r.namespace, r.key, r.step)) ?? null);
+		return requests.map((r): RecordOutcome => {
+			const record = written.get(idKey(r.namespace, r.key, r.step));
+			return record ? { kind: 'written', record } : { kind: 'lost_lease' };
+		});
 	}
 
 	private markPhaseSql(): string {
 		// Rows are locked in one global order (no deadlock with a concurrent claim or mark), and the
-		// conditions are checked again on the locked, latest row version.
-		const leased = (a: string) =>
-			`${a}.status = 'in_progress' AND ${a}.lease_holder = $4 AND ${a}.lease_expires_at > now() AND ${a}.expires_at > now()`;
+		// conditions are checked again on the locked, latest row version. A row in phase `sending`
+		// is kept until it is recorded or resolved: retention never forgets that it may have gone out.
+		const owned = (a: string) =>
+			`${a}.status = 'in_progress' AND ${a}.fence = i.fence AND ${a}.lease_expires_at > now() AND ${a}.expires_at > now()`;
 		return `
-WITH target AS (
+WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS i(ns, k, st, fence)),
+target AS (
 	SELECT l.namespace, l.key, l.step FROM ${this.t.ledger} l
-	JOIN unnest($1::text[], $2::text[], $3::text[]) AS i(ns, k, st) ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st
-	WHERE ${leased('l')}
+	JOIN i ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st
+	WHERE ${owned('l')}
 	ORDER BY l.namespace, l.key, l.step
 	FOR UPDATE OF l
 )
-UPDATE ${this.t.ledger} l SET phase = $5, updated_at = now()
-FROM target t
-WHERE l.namespace = t.namespace AND l.key = t.key AND l.step = t.step AND ${leased('l')}
+UPDATE ${this.t.ledger} l SET phase = $5::text, updated_at = now(),
+	expires_at = CASE WHEN $5::text IS NOT NULL THEN ${KEEP_UNTIL_RESOLVED} ELSE l.expires_at END
+FROM target t JOIN i ON i.ns = t.namespace AND i.k = t.key AND i.st = t.step
+WHERE l.namespace = t.namespace AND l.key = t.key AND l.step = t.step AND ${owned('l')}
 RETURNING l.namespace, l.key, l.step`;
 	}
 
-	async markPhase(rows: RowId[], holder: string, phase: string): Promise<boolean[]> {
+	async markPhase(rows: FencedRow[], phase: string): Promise<boolean[]> {
 		if (rows.length === 0) return [];
 		await this.ensureSchema();
 		const marked = new Set<string>();
-		for (let start = 0; start < rows.length; start += this.chunkSize) {
-			const chunk = rows.slice(start, start + this.chunkSize);
+		const order = sortByRowId(
+			rows.map((_, i) => i),
+			rows,
+		);
+		for (let start = 0; start < order.length; start += this.chunkSize) {
+			const chunk = order.slice(start, start + this.chunkSize).map((i) => rows[i]);
 			const result = await this.query(this.sql.markPhase, [
 				chunk.map((r) => r.namespace),
 				chunk.map((r) => r.key),
 				chunk.map((r) => r.step),
-				holder,
+				chunk.map((r) => String(r.fence)),
 				phase,
 			]);
 			for (const row of result) marked.add(idKey(row.namespace, row.key, row.step));
@@ -592,7 +702,8 @@ RETURNING l.namespace, l.key, l.step`;
 			   AND ($1::text IS NULL OR l.namespace = $1)
 			   AND ($2::text IS NULL OR l.status = $2)
 			   AND (NOT $3::boolean OR (l.status = 'in_progress' AND l.lease_expires_at <= now()))
-			   AND ($4::timestamptz IS NULL OR l.updated_at < $4)
+			   AND ($4::float8 IS NULL OR l.updated_at <= now() - $4 * interval '1 millisecond')
+			   AND ($10::boolean IS NULL OR (l.phase IS NOT DISTINCT FROM 'sending') = $10)
 			   AND ($5::timestamptz IS NULL OR (l.updated_at, l.namespace, l.key, l.step) > ($5::timestamptz, $6::text, $7::text, $8::text))
 			 ORDER BY l.updated_at, l.namespace, l.key, l.step
 			 LIMIT $9`,
@@ -600,12 +711,13 @@ RETURNING l.namespace, l.key, l.step`;
 				filter.namespace ?? null,
 				filter.status ?? null,
 				filter.stuckOnly === true,
-				filter.updatedBefore ?? null,
+				filter.notUpdatedForMs ?? null,
 				cursor?.[0] ?? null,
 				cursor?.[1] ?? null,
 				cursor?.[2] ?? null,
 				cursor?.[3] ?? null,
 				filter.limit + 1,
+				filter.sending ?? null,
 			],
 		);
 		const more = rows.length > filter.limit;
@@ -617,19 +729,80 @@ RETURNING l.namespace, l.key, l.step`;
 		};
 	}
 
-	async release(namespace: string, key: string, step: string | null, releasedBy: string): Promise<number> {
+	/**
+	 * Every live step of the key (or the one step), locked in byte order, each decided once:
+	 * - a run holds its lease, and the operator did not say "even if held": refused;
+	 * - resolution `sent`: recorded as completed by the operator (its fence cleared, so the run
+	 *   that held it can no longer write to it);
+	 * - it may have gone out (phase `sending`) and no resolution was given: refused;
+	 * - otherwise (or `not_sent`): deleted, so the next run starts it afresh.
+	 * One audit row per step acted on keeps its status and phase.
+	 * $1 namespace, $2 key, $3 step (null: every step), $4 actor, $5 even if held, $6 resolution, $7 ttl ms.
+	 */
+	private releaseSql(): string {
+		const t = this.t;
+		return `
+WITH target AS (
+	SELECT l.namespace, l.key, l.step, l.status, l.phase, l.lease_holder, l.fence,
+		(l.status = 'in_progress' AND l.lease_expires_at > now()) AS held
+	FROM ${t.ledger} l
+	WHERE l.namespace = $1 AND l.key = $2 AND ($3::text IS NULL OR l.step = $3) AND l.expires_at > now()
+	ORDER BY l.namespace, l.key, l.step
+	FOR UPDATE OF l
+),
+decided AS (
+	SELECT target.*, CASE
+			WHEN held AND NOT $5::boolean THEN 'refused'
+			WHEN $6::text = 'sent' THEN 'recorded_sent'
+			WHEN phase IS NOT DISTINCT FROM 'sending' AND $6::text IS NULL THEN 'refused'
+			ELSE 'released' END AS action,
+		CASE
+			WHEN held AND NOT $5::boolean THEN 'lease_live'
+			WHEN phase IS NOT DISTINCT FROM 'sending' AND $6::text IS NULL THEN 'may_have_sent' END AS reason
+	FROM target
+),
+freed AS (
+	DELETE FROM ${t.ledger} l USING decided d
+	WHERE d.action = 'released' AND l.namespace = d.namespace AND l.key = d.key AND l.step = d.step
+	RETURNING 1
+),
+resolved AS (
+	UPDATE ${t.ledger} l SET status = 'completed', lease_expires_at = NULL, phase = NULL, fence = NULL,
+		lease_holder = NULL, updated_at = now(), expires_at = now() + $7 * interval '1 millisecond',
+		result = jsonb_build_object('resolution', 'sent', 'resolvedBy', $4::text, 'resolvedAt', now(), 'before', l.result)
+	FROM decided d
+	WHERE d.action = 'recorded_sent' AND l.namespace = d.namespace AND l.key = d.key AND l.step = d.step
+	RETURNING 1
+),
+audit AS (
+	INSERT INTO ${t.audit} (namespace, key, step, action, actor, detail)
+	SELECT namespace, key, step, CASE action WHEN 'released' THEN 'release' ELSE 'resolve_sent' END, $4,
+		jsonb_build_object('status', status, 'phase', phase, 'leaseHolder', lease_holder, 'fence', fence, 'resolution', $6::text)
+	FROM decided WHERE action <> 'refused'
+	RETURNING 1
+)
+-- Data-modifying CTEs run to completion whether or not they are read.
+SELECT step, status, phase, action, reason FROM decided ORDER BY step`;
+	}
+
+	async release(request: ReleaseRequest): Promise<ReleasedStep[]> {
 		await this.ensureSchema();
-		const rows = await this.query(
-			`WITH d AS (
-				DELETE FROM ${this.t.ledger} WHERE namespace = $1 AND key = $2 AND ($3::text IS NULL OR step = $3)
-				RETURNING namespace, key, step, status, expires_at > now() AS live
-			)
-			INSERT INTO ${this.t.audit} (namespace, key, step, action, actor, detail)
-			SELECT namespace, key, step, 'release', $4, jsonb_build_object('status', status) FROM d WHERE live
-			RETURNING 1`,
-			[namespace, key, step, releasedBy],
-		);
-		return rows.length;
+		const rows = await this.query(this.sql.release, [
+			request.namespace,
+			request.key,
+			request.step,
+			request.releasedBy,
+			request.evenIfHeld === true,
+			request.resolution ?? null,
+			request.ttlMs,
+		]);
+		return rows.map((row) => ({
+			step: row.step,
+			status: row.status,
+			phase: row.phase ?? null,
+			action: row.action,
+			...(row.reason ? { reason: row.reason } : {}),
+		}));
 	}
 
 	async purgeExpired(limit: number): Promise<number> {
@@ -704,16 +877,6 @@ RETURNING l.namespace, l.key, l.step`;
 	async close(): Promise<void> {
 		await this.pool.end();
 	}
-}
-
-/** One global order for row ids, so concurrent batches take row locks in the same order (no deadlocks). */
-function sortById(indexes: number[], requests: ClaimRequest[]): number[] {
-	const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-	return [...indexes].sort((x, y) => {
-		const a = requests[x];
-		const b = requests[y];
-		return cmp(a.namespace, b.namespace) || cmp(a.key, b.key) || cmp(a.step, b.step);
-	});
 }
 
 /** The claim's five input columns as JSON array texts (see claimSql). */

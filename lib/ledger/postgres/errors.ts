@@ -1,6 +1,12 @@
 import { LedgerError, LedgerUnavailableError } from '../errors';
 import type { TableNames } from './schema';
 
+/** A deadlock (40P01) or serialization failure (40001): the statement was rolled back whole. */
+export const isRetryableConflict = (error: unknown) => {
+	const code = (error as { code?: string })?.code;
+	return code === '40P01' || code === '40001';
+};
+
 /**
  * Turns driver and network errors into messages a person can act on. Never includes the
  * password or the connection string.
@@ -66,6 +72,13 @@ export function toUnavailable(error: unknown, tables?: TableNames): Error {
 			return new LedgerUnavailableError(
 				'The ledger database has no free connections',
 				'Lower the pool size in the ledger credential, or raise max_connections in PostgreSQL.',
+				code,
+			);
+		case '40P01':
+		case '40001':
+			return new LedgerUnavailableError(
+				'The ledger database kept stopping this write because concurrent runs were changing the same keys',
+				'Run the execution again. If it keeps happening, lower the number of executions running at once.',
 				code,
 			);
 		case '57P01':

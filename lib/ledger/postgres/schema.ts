@@ -12,9 +12,19 @@ export interface TableNames {
 	checkpoints: string;
 	audit: string;
 	migrations: string;
+	/** The sequence fencing tokens are drawn from (quoted, qualified). */
+	fenceSequence: string;
 	/** Advisory lock key text for this ledger. */
 	lockKey: string;
+	/** Advisory lock key text for creating the schema, shared by every ledger in it. */
+	schemaLockKey: string;
 }
+
+/**
+ * Far enough ahead to mean "until someone acts": the expiry of a row that may have been sent
+ * (phase `sending`). Retention never throws that knowledge away.
+ */
+export const KEEP_UNTIL_RESOLVED = `'9999-12-31T00:00:00Z'::timestamptz`;
 
 export function tableNames(schema: string, table: string): TableNames {
 	const q = (name: string) => `"${schema}"."${name}"`;
@@ -25,7 +35,9 @@ export function tableNames(schema: string, table: string): TableNames {
 		checkpoints: q(`${table}_checkpoints`),
 		audit: q(`${table}_audit`),
 		migrations: q(`${table}_migrations`),
+		fenceSequence: q(`${table}_fence_seq`),
 		lockKey: `n8n-nodes-idempotency:${schema}.${table}`,
+		schemaLockKey: `n8n-nodes-idempotency:schema:${schema}`,
 	};
 }
 
@@ -84,5 +96,16 @@ export function migrations(t: TableNames, table: string): string[] {
 		// holder can tell "claimed, nothing sent" from "may have sent".
 		`ALTER TABLE ${t.ledger} ADD COLUMN IF NOT EXISTS phase text;
 		ALTER TABLE ${t.ledger} ADD COLUMN IF NOT EXISTS previous_phase text;`,
+		// 3: one lock order and fencing. Row ids compare byte by byte (COLLATE "C"), whatever the
+		// database's collation, so every statement locks rows in the order the client sorts them
+		// and concurrent statements cannot deadlock (this rebuilds the primary key once). Every
+		// claim takes a fencing token from the sequence; writes that present an older one are refused.
+		`ALTER TABLE ${t.ledger}
+			ALTER COLUMN namespace TYPE text COLLATE "C",
+			ALTER COLUMN key TYPE text COLLATE "C",
+			ALTER COLUMN step TYPE text COLLATE "C",
+			ADD COLUMN IF NOT EXISTS fence bigint;
+		ALTER TABLE ${t.counters} ALTER COLUMN namespace TYPE text COLLATE "C";
+		CREATE SEQUENCE IF NOT EXISTS ${t.fenceSequence};`,
 	];
 }

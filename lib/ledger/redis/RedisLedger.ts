@@ -1,20 +1,23 @@
 import type { ChainableCommander, Cluster, Redis } from 'ioredis';
 
-import { classifyExisting, idKey, resolveBatch } from '../claims';
+import { classifyExisting, compareCodePoints, effectiveTtlMs, idKey, resolveBatch } from '../claims';
 import { CheckpointRegressionError, LedgerError } from '../errors';
 import type {
 	Checkpoint,
 	ClaimOptions,
 	ClaimOutcome,
 	ClaimRequest,
+	FencedRow,
 	Ledger,
 	LedgerRecord,
 	ListFilter,
 	ListPage,
 	NamespaceStats,
 	RecordOptions,
+	RecordOutcome,
 	RecordRequest,
-	RowId,
+	ReleaseRequest,
+	ReleasedStep,
 	Status,
 } from '../types';
 import { STATUSES } from '../types';
@@ -34,6 +37,8 @@ const DEFAULT_CHUNK = 1000;
 const MAX_CHUNK = 5000;
 /** Index entries one list call examines at most, so that no call blocks Redis for long. */
 const LIST_BUDGET = 2000;
+/** Index entries one stats call checks at most; stats() calls again until it has the whole answer. */
+const STATS_BUDGET = 1000;
 /** Release audit entries kept per namespace (approximately). */
 const AUDIT_MAX = 10_000;
 const REGISTRY_PAGE = 100;
@@ -49,8 +54,11 @@ interface Call {
 const opt = (v: string | null | undefined) => (v === null || v === undefined ? '' : `=${v}`);
 const date = (v: number | null | undefined) => (v === null || v === undefined ? null : new Date(v));
 
-/** A row as the scripts return it: its JSON text. */
-function toRecord(namespace: string, text: unknown): LedgerRecord {
+/**
+ * A row as the scripts return it: its JSON text, and the milliseconds its lease had left by the
+ * script's clock (null without a lease). Nothing here reads the host's clock.
+ */
+function toRecord(namespace: string, text: unknown, leaseRemainingMs: unknown): LedgerRecord {
 	const r = JSON.parse(String(text)) as StoredRow;
 	return {
 		namespace,
@@ -59,6 +67,8 @@ function toRecord(namespace: string, text: unknown): LedgerRecord {
 		status: r.st as Status,
 		leaseHolder: r.lh ?? null,
 		leaseExpiresAt: date(r.le),
+		leaseRemainingMs: leaseRemainingMs === null || leaseRemainingMs === undefined ? null : Number(leaseRemainingMs),
+		fence: r.g ?? null,
 		fingerprint: r.fp ?? null,
 		version: r.v ?? null,
 		externalId: r.x ?? null,
@@ -70,6 +80,13 @@ function toRecord(namespace: string, text: unknown): LedgerRecord {
 		expiresAt: new Date(r.e),
 		phase: r.ph ?? null,
 	};
+}
+
+/** Rows as get and list scripts return them: text, lease ms left, text, lease ms left, ... */
+function toRecords(namespace: string, flat: unknown[]): LedgerRecord[] {
+	const out: LedgerRecord[] = [];
+	for (let j = 0; j < flat.length; j += 2) out.push(toRecord(namespace, flat[j], flat[j + 1]));
+	return out;
 }
 
 /**
@@ -220,7 +237,9 @@ export class RedisLedger implements Ledger {
 		const { unique, outcomes } = resolveBatch(requests);
 		const chunks = this.chunks(unique, (i) => requests[i].namespace);
 		const leaseMs = Math.max(0, Math.round(options.leaseMs));
-		const ttlMs = Math.max(0, Math.round(options.ttlMs));
+		// Retention never shorter than the lease: a row cannot expire while a run holds it.
+		const ttlMs = Math.max(0, Math.round(effectiveTtlMs(options)));
+		const leaseRemaining = options.mode === 'lease' ? leaseMs : null;
 		const calls = chunks.map(({ namespace, indexes }): Call => {
 			const k = namespaceKeys(this.prefix, namespace);
 			const members = indexes.map((i) => member(requests[i].key, requests[i].step));
@@ -237,18 +256,22 @@ export class RedisLedger implements Ledger {
 			const { namespace, indexes } = chunks[c];
 			const flat = reply as Array<number | string | null>;
 			indexes.forEach((index, j) => {
-				const [claimed, text, previousPhase] = flat.slice(j * 3, j * 3 + 3);
-				const record = toRecord(namespace, text);
-				outcomes[index] =
-					claimed === 1
-						? { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase: (previousPhase as string | null) ?? null }
-						: classifyExisting(record, requests[index], options.mode);
+				const claimed = flat[j * 3];
+				const text = flat[j * 3 + 1];
+				// Claimed: the phase the replaced row had reached. Blocked: its lease ms left.
+				const third = flat[j * 3 + 2];
+				if (claimed === 1) {
+					const record = toRecord(namespace, text, leaseRemaining);
+					outcomes[index] = { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase: (third as string | null) ?? null };
+				} else {
+					outcomes[index] = classifyExisting(toRecord(namespace, text, third), requests[index], options.mode);
+				}
 			});
 		});
 		return outcomes as ClaimOutcome[];
 	}
 
-	async record(requests: RecordRequest[], options: RecordOptions): Promise<Array<LedgerRecord | null>> {
+	async record(requests: RecordRequest[], options: RecordOptions): Promise<RecordOutcome[]> {
 		await this.ensureSchema();
 		// Last write per row wins inside one call.
 		const last = new Map<string, number>();
@@ -264,7 +287,8 @@ export class RedisLedger implements Ledger {
 				const r = requests[i];
 				const externalId = r.externalId === undefined || r.externalId === null ? null : String(r.externalId);
 				const result = r.result === undefined ? null : JSON.stringify(r.result);
-				args.push(members[j], r.key, r.step, r.status, opt(r.fingerprint), opt(externalId), opt(result));
+				const fence = typeof r.fence === 'number' ? String(r.fence) : null;
+				args.push(members[j], r.key, r.step, r.status, opt(r.fingerprint), opt(externalId), opt(result), opt(fence));
 			});
 			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(requests[i].key))];
 			return { name: 'idemLedgerRecord', namespace, keys, args };
@@ -274,14 +298,18 @@ export class RedisLedger implements Ledger {
 		replies.forEach((reply, c) => {
 			(reply as Array<string | null>).forEach((text) => {
 				if (!text) return;
-				const record = toRecord(chunks[c].namespace, text);
+				// A written row has no lease: it was settled.
+				const record = toRecord(chunks[c].namespace, text, null);
 				written.set(idKey(record.namespace, record.key, record.step), record);
 			});
 		});
-		return requests.map((r) => written.get(idKey(r.namespace, r.key, r.step)) ?? null);
+		return requests.map((r): RecordOutcome => {
+			const record = written.get(idKey(r.namespace, r.key, r.step));
+			return record ? { kind: 'written', record } : { kind: 'lost_lease' };
+		});
 	}
 
-	async markPhase(rows: RowId[], holder: string, phase: string): Promise<boolean[]> {
+	async markPhase(rows: FencedRow[], phase: string): Promise<boolean[]> {
 		if (rows.length === 0) return [];
 		await this.ensureSchema();
 		const chunks = this.chunks(
@@ -291,7 +319,10 @@ export class RedisLedger implements Ledger {
 		const calls = chunks.map(({ namespace, indexes }): Call => {
 			const k = namespaceKeys(this.prefix, namespace);
 			const members = indexes.map((i) => member(rows[i].key, rows[i].step));
-			return { name: 'idemLedgerMarkPhase', namespace, keys: [...k.fixed, ...members.map(k.row)], args: [holder, phase, indexes.length, ...members] };
+			const args: Array<string | number> = [phase, indexes.length];
+			indexes.forEach((i, j) => args.push(members[j], String(rows[i].fence)));
+			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(rows[i].key))];
+			return { name: 'idemLedgerMarkPhase', namespace, keys, args };
 		});
 		const replies = await this.run(calls);
 		const marked = new Array<boolean>(rows.length).fill(false);
@@ -302,10 +333,8 @@ export class RedisLedger implements Ledger {
 	async get(namespace: string, key: string): Promise<LedgerRecord[]> {
 		await this.ensureSchema();
 		const k = namespaceKeys(this.prefix, namespace);
-		const [rows] = await this.run([{ name: 'idemLedgerGet', namespace, keys: [...k.fixed, k.steps(key)], args: [k.base] }]);
-		return (rows as string[])
-			.map((text) => toRecord(namespace, text))
-			.sort((a, b) => Buffer.compare(Buffer.from(a.step), Buffer.from(b.step)));
+		const [rows] = await this.run([{ name: 'idemLedgerGet', namespace, keys: [...k.fixed, k.steps(key)], args: [] }]);
+		return toRecords(namespace, rows as unknown[]).sort((a, b) => compareCodePoints(a.step, b.step));
 	}
 
 	async list(filter: ListFilter): Promise<ListPage> {
@@ -325,19 +354,21 @@ export class RedisLedger implements Ledger {
 						namespace,
 						keys: k.fixed,
 						args: [
-							k.base,
 							after[0],
 							after[1],
-							filter.updatedBefore ? String(filter.updatedBefore.getTime()) : '',
+							filter.notUpdatedForMs === undefined || filter.notUpdatedForMs === null
+								? ''
+								: String(Math.max(0, Math.round(filter.notUpdatedForMs))),
 							filter.status ?? '',
 							filter.stuckOnly === true ? '1' : '0',
+							filter.sending === undefined || filter.sending === null ? '' : filter.sending ? '1' : '0',
 							want - found.length,
 							LIST_BUDGET,
 						],
 					},
 				]);
-				const [done, lastScore, lastMember, rows] = reply as [number, string, string, string[]];
-				for (const text of rows) found.push(toRecord(namespace, text));
+				const [done, lastScore, lastMember, rows] = reply as [number, string, string, unknown[]];
+				found.push(...toRecords(namespace, rows));
 				if (found.length >= want || done === 1) break;
 				after = [String(lastScore), String(lastMember)];
 			}
@@ -365,18 +396,44 @@ export class RedisLedger implements Ledger {
 		}
 	}
 
-	async release(namespace: string, key: string, step: string | null, releasedBy: string): Promise<number> {
+	/**
+	 * Every live step of the key (or the one step), each decided once in one script: refused while
+	 * a run holds its lease (unless evenIfHeld), recorded as sent on the operator's word, refused
+	 * when it may have been sent and no resolution was given, otherwise deleted. One audit entry per
+	 * step acted on. Answers in step byte order.
+	 */
+	async release(request: ReleaseRequest): Promise<ReleasedStep[]> {
 		await this.ensureSchema();
+		const { namespace, key, step } = request;
 		const k = namespaceKeys(this.prefix, namespace);
-		const [n] = await this.run([
+		const [reply] = await this.run([
 			{
 				name: 'idemLedgerRelease',
 				namespace,
 				keys: [...k.fixed, k.steps(key), k.audit],
-				args: [k.base, step === null ? '' : member(key, step), releasedBy, AUDIT_MAX],
+				args: [
+					step === null ? '' : member(key, step),
+					request.releasedBy,
+					AUDIT_MAX,
+					request.evenIfHeld === true ? '1' : '',
+					request.resolution ?? '',
+					Math.max(0, Math.round(request.ttlMs)),
+				],
 			},
 		]);
-		return Number(n);
+		const flat = reply as Array<string | null>;
+		const steps: ReleasedStep[] = [];
+		for (let j = 0; j < flat.length; j += 5) {
+			const reason = flat[j + 4] as ReleasedStep['reason'] | null;
+			steps.push({
+				step: String(flat[j]),
+				status: flat[j + 1] as Status,
+				phase: flat[j + 2] ?? null,
+				action: flat[j + 3] as ReleasedStep['action'],
+				...(reason ? { reason } : {}),
+			});
+		}
+		return steps.sort((a, b) => compareCodePoints(a.step, b.step));
 	}
 
 	/**
@@ -389,7 +446,7 @@ export class RedisLedger implements Ledger {
 		if (limit <= 0) return 0;
 		for await (const namespace of this.namespaces()) {
 			const k = namespaceKeys(this.prefix, namespace);
-			const [reply] = await this.run([{ name: 'idemLedgerPurge', namespace, keys: k.fixed, args: [k.base, limit - purged] }]);
+			const [reply] = await this.run([{ name: 'idemLedgerPurge', namespace, keys: k.fixed, args: [limit - purged] }]);
 			const [n, left] = reply as [number, number];
 			purged += n;
 			if (left === 0) await this.forgetNamespace(namespace, k.fixed[0]);
@@ -409,18 +466,39 @@ export class RedisLedger implements Ledger {
 		}
 	}
 
+	/**
+	 * Counts come from the status indexes (O(log n)); the oldest in-progress row and the lapsed
+	 * leases need each index entry checked, so the script does that in bounded slices and this
+	 * calls it again, with its cursor and the first call's server time, until both are done.
+	 */
 	async stats(namespace: string): Promise<NamespaceStats> {
 		await this.ensureSchema();
 		const k = namespaceKeys(this.prefix, namespace);
-		const [reply] = await this.run([{ name: 'idemLedgerStats', namespace, keys: k.fixed, args: [k.base] }]);
-		const out = reply as Array<number | string | null>;
-		const byStatus = Object.fromEntries(STATUSES.map((s, i) => [s, Number(out[i])])) as Record<Status, number>;
+		let state = { cutoff: '', oldestDone: '', score: '', member: '', stuck: 0 };
+		let first: Array<number | string | null> | null = null;
+		let oldest: string | null = null;
+		for (;;) {
+			const [reply] = await this.run([
+				{
+					name: 'idemLedgerStats',
+					namespace,
+					keys: k.fixed,
+					args: [state.cutoff, state.oldestDone, state.score, state.member, state.stuck, STATS_BUDGET],
+				},
+			]);
+			const out = reply as Array<number | string | null>;
+			first ??= out;
+			if (out[6] !== null && out[6] !== undefined) oldest = String(out[6]);
+			state = { cutoff: String(out[11]), oldestDone: out[7] === 1 ? '1' : '', score: String(out[9]), member: String(out[10]), stuck: Number(out[5]) };
+			if (out[7] === 1 && out[8] === 1) break;
+		}
+		const byStatus = Object.fromEntries(STATUSES.map((s, i) => [s, Number(first[i])])) as Record<Status, number>;
 		return {
 			namespace,
 			byStatus,
-			duplicatesBlocked: Number(out[4] ?? 0),
-			oldestInProgressAt: out[6] === null ? null : new Date(Number(out[6])),
-			stuck: Number(out[5]),
+			duplicatesBlocked: Number(first[4] ?? 0),
+			oldestInProgressAt: oldest === null ? null : new Date(Number(oldest)),
+			stuck: state.stuck,
 		};
 	}
 

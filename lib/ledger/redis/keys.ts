@@ -5,15 +5,17 @@ import { STATUSES } from '../types';
  * Key layout. Every key of one namespace carries the hash tag `{prefix:namespace}`, so a script
  * that touches many rows of one namespace stays on one cluster slot:
  *
- *   {p:ns}:r:<key>:<step>     string, one row as JSON, expires natively at its expires_at
+ *   {p:ns}:r:<key>:<step>     string, one row as JSON, expires natively at its expires_at (a row
+ *                             in a marked phase, e.g. `sending`, at 9999-12-31: kept until resolved)
  *   {p:ns}:k:<key>            set of the row members of one key (for get and release)
  *   {p:ns}:idx                sorted set, member -> updated_at (list order, paging)
  *   {p:ns}:st:<status>        sorted set per status, member -> expires_at (counts, purge)
  *   {p:ns}:lease              sorted set of in_progress rows, member -> lease_expires_at (stuck)
  *   {p:ns}:ipfs               sorted set of in_progress rows, member -> first_seen_at (oldest)
- *   {p:ns}:meta               hash, `blocked` = duplicates blocked
+ *   {p:ns}:meta               hash, `blocked` = duplicates blocked, `fence` = last fencing token
+ *                             handed out (never deleted, so tokens only grow)
  *   {p:ns}:cp:<name>          hash, one checkpoint
- *   {p:ns}:audit              stream of releases (who, when)
+ *   {p:ns}:audit              stream of releases and "sent" resolutions (who, when, what the row was)
  *   {p}:namespaces            sorted set (all scores 0) of namespaces that hold rows
  *   {p}:version               layout version
  *

@@ -75,25 +75,43 @@ end
 
 const ROWS = `
 local IDX, META, LEASE, IPFS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local BASE = string.sub(IDX, 1, -4)
 local STATUSES = {'in_progress', 'completed', 'failed_retryable', 'needs_review'}
 local ST = {in_progress = KEYS[5], completed = KEYS[6], failed_retryable = KEYS[7], needs_review = KEYS[8]}
--- A row is one JSON string (fields k, s, st, lh, le, fp, v, x, res, a, ps, fs, u, e, ph; times in
--- epoch ms) that expires natively. Returns the decoded row and its raw text, or nil.
+-- Expiry of a row that may have been sent (or any marked phase): 9999-12-31T00:00:00Z, the same
+-- instant as PostgreSQL's. Retention never throws that knowledge away.
+local KEEP = 253402214400000
+-- A row is one JSON string (fields k, s, st, lh, le, g, fp, v, x, res, a, ps, pp, fs, u, e, ph;
+-- times in epoch ms) that expires natively. Returns the decoded row and its raw text, or nil when
+-- it is absent or expired by this script's clock.
 local function readrow(key)
 	local raw = redis.call('GET', key)
 	if not raw then return nil end
-	return cjson.decode(raw), raw
+	local row = cjson.decode(raw)
+	if row.e <= now then return nil end
+	return row, raw
+end
+-- Milliseconds left on a row's lease by this script's clock: false (nil) without a lease.
+local function remaining(row)
+	if row.le == nil then return false end
+	return math.max(0, row.le - now)
 end
 local function put(rk, row)
 	local raw = cjson.encode(row)
 	redis.call('SET', rk, raw, 'PX', fmt(math.max(1, row.e - now)))
 	return raw
 end
+-- The step set of a member: the key part of a member never holds a raw ':' (see keys.ts).
+local function stepset(m)
+	return BASE .. 'k:' .. string.match(m, '^[^:]*')
+end
+-- Forgets a member everywhere: every index and its key's step set.
 local function unindex(m)
 	redis.call('ZREM', IDX, m)
 	redis.call('ZREM', LEASE, m)
 	redis.call('ZREM', IPFS, m)
 	for _, s in ipairs(STATUSES) do redis.call('ZREM', ST[s], m) end
+	redis.call('SREM', stepset(m), m)
 end
 -- Writes a whole row and keeps every index in step with it. Returns the row's text.
 local function store(rk, sk, m, row, old)
@@ -118,20 +136,34 @@ local function store(rk, sk, m, row, old)
 	if ttl < 0 or now + ttl < row.e then redis.call('PEXPIREAT', sk, fmt(row.e)) end
 	return raw
 end
+-- Rank of the first member of sorted set z after (score, member), members of one score being in
+-- byte order: a binary search within the ranks of that score.
+local function rankafter(z, score, member)
+	local lo = redis.call('ZCOUNT', z, '-inf', '(' .. score)
+	local hi = redis.call('ZCOUNT', z, '-inf', score)
+	while lo < hi do
+		local mid = math.floor((lo + hi) / 2)
+		if bytecmp(redis.call('ZRANGE', z, mid, mid)[1], member) <= 0 then lo = mid + 1 else hi = mid end
+	end
+	return lo
+end
 `;
 
 /**
  * KEYS: 8 fixed, n row keys, n step-set keys.
- * ARGV: mode, holder, leaseMs, ttlMs, reclaimOwn ('1' or ''), n, then per request: member, key,
- * step, fingerprint?, version?
+ * ARGV: mode, holder, leaseMs, ttlMs (never shorter than the lease in mode lease), reclaimOwn
+ * ('1' or ''), n, then per request: member, key, step, fingerprint?, version?
+ * Every row this call claims gets one new fencing token (HINCRBY on the namespace's meta hash,
+ * only when it claims something; the counter is never deleted, so tokens only grow).
  * Returns, flat, per request: 1, row text, previous phase (claimed; the phase the replaced row had
- * reached) or 0, row text, nil (the live row that blocked it). A claim always clears the phase.
+ * reached) or 0, row text, lease ms left by this script's clock (the live row that blocked it).
+ * A claim always clears the phase.
  */
 const CLAIM = `
 local mode, holder, leaseMs, ttlMs, reclaimOwn, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6])
 local status = 'completed'
 if mode == 'lease' then status = 'in_progress' end
-local out, blocked = {}, 0
+local out, blocked, fence = {}, 0, nil
 for i = 1, n do
 	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
 	local j = 6 + (i - 1) * 5
@@ -139,19 +171,22 @@ for i = 1, n do
 	local old, oldraw = readrow(rk)
 	local take = old == nil
 	if old then
-		local leaselive = old.st == 'in_progress' and old.le ~= nil and old.le > now and not (reclaimOwn and old.lh == holder)
+		local leased = old.st == 'in_progress' and old.le ~= nil and old.le > now
 		local fpok = old.fp == nil or not fp or old.fp == fp
-		take = (mode == 'newer' and isnewer(ver, old.v or false) and not leaselive)
-			or (fpok and ((old.st == 'in_progress' and not leaselive) or old.st == 'failed_retryable'))
+		take = (mode == 'newer' and isnewer(ver, old.v or false) and not leased)
+			or (fpok and ((old.st == 'in_progress' and (not leased or (reclaimOwn and old.lh == holder)))
+				or old.st == 'failed_retryable'))
 	end
 	if take then
-		local row = {k = key, s = step, st = status, fp = fp or nil, v = ver or nil, a = 1, fs = now, u = now, e = now + ttlMs}
+		if not fence then fence = redis.call('HINCRBY', META, 'fence', 1) end
+		local row = {k = key, s = step, st = status, g = fence, fp = fp or nil, v = ver or nil, a = 1, fs = now, u = now, e = now + ttlMs}
 		if mode == 'lease' then
 			row.lh = holder
 			row.le = now + leaseMs
 		end
 		if old then
 			row.ps = old.st
+			row.pp = old.ph
 			row.a = old.a + 1
 			row.fs = old.fs
 			row.x = old.x
@@ -166,7 +201,7 @@ for i = 1, n do
 		local j = #out
 		out[j + 1] = 0
 		out[j + 2] = oldraw
-		out[j + 3] = false
+		out[j + 3] = remaining(old)
 	end
 end
 if blocked > 0 then redis.call('HINCRBY', META, 'blocked', blocked) end
@@ -175,53 +210,71 @@ return out
 
 /**
  * KEYS: 8 fixed, n row keys, n step-set keys.
- * ARGV: holder?, ttlMs, n, then per request: member, key, step, status, fingerprint?, externalId?, result?
- * Returns per request the written row's text, or nil when another holder's live lease refused it.
+ * ARGV: holder?, ttlMs, n, then per request: member, key, step, status, fingerprint?, externalId?,
+ * result?, fence?
+ * A fenced request writes only a live row that still carries its fence (never creates one). An
+ * unfenced one writes a row that is absent or expired, settled, or in progress under holder; any
+ * row when no holder is given. A settled row has no lease holder; its fence stays. A needs_review
+ * write keeps the phase the claim reached (its own, or the one it took over); a row left in
+ * phase sending is kept until resolved, every other row lives ttlMs from now.
+ * Returns per request the written row's text, or nil (lost lease).
  */
 const RECORD = `
 local holder, ttlMs, n = opt(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {}
 for i = 1, n do
 	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
-	local j = 3 + (i - 1) * 7
+	local j = 3 + (i - 1) * 8
 	local m, key, step, status = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
-	local fp, x, res = opt(ARGV[j + 5]), opt(ARGV[j + 6]), opt(ARGV[j + 7])
+	local fp, x, res, fence = opt(ARGV[j + 5]), opt(ARGV[j + 6]), opt(ARGV[j + 7]), opt(ARGV[j + 8])
 	local old = readrow(rk)
-	local refused = holder and old and old.st == 'in_progress' and old.lh ~= holder
-		and not (old.le ~= nil and old.le <= now)
-	if refused then
-		out[i] = false
+	local ok
+	if fence then
+		ok = old ~= nil and old.g ~= nil and old.g == tonumber(fence)
 	else
-		local row = {k = key, s = step, st = status, fp = fp or nil, x = x or nil, res = res or nil, a = 1, fs = now, u = now, e = now + ttlMs}
+		ok = (not holder) or old == nil or old.st ~= 'in_progress' or old.lh == holder
+	end
+	if ok then
+		local row = {k = key, s = step, st = status, fp = fp or nil, x = x or nil, res = res or nil, a = 1, fs = now, u = now}
 		if old then
 			row.fp = fp or old.fp
+			row.g = old.g
+			row.v = old.v
 			row.a = old.a
 			row.fs = old.fs
-			row.v = old.v
 			row.ps = old.ps
+			row.pp = old.pp
+			if status == 'needs_review' then
+				row.ph = old.ph
+				if row.ph == nil and old.st == 'in_progress' then row.ph = old.pp end
+			end
 		end
+		if row.ph == 'sending' then row.e = KEEP else row.e = now + ttlMs end
 		out[i] = store(rk, sk, m, row, old)
+	else
+		out[i] = false
 	end
 end
 return out
 `;
 
 /**
- * KEYS: 8 fixed, n row keys. ARGV: holder, phase, n, then the n row members.
- * Sets the phase of rows that are live, in_progress, leased by holder, lease not lapsed.
- * Returns per row 1 (marked) or 0.
+ * KEYS: 8 fixed, n row keys, n step-set keys. ARGV: phase, n, then per row: member, fence.
+ * Sets the phase of rows that are live, in_progress, carry the fence and whose lease has not
+ * lapsed. A marked row no longer expires by retention. Returns per row 1 (marked) or 0.
  */
 const MARK_PHASE = `
-local holder, phase, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local phase, n = ARGV[1], tonumber(ARGV[2])
 local out = {}
 for i = 1, n do
-	local rk = KEYS[8 + i]
+	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
+	local m, fence = ARGV[2 + 2 * i - 1], tonumber(ARGV[2 + 2 * i])
 	local row = readrow(rk)
-	if row and row.st == 'in_progress' and row.lh == holder and row.le and row.le > now then
+	if row and row.st == 'in_progress' and row.g ~= nil and row.g == fence and row.le ~= nil and row.le > now then
 		row.ph = phase
 		row.u = now
-		put(rk, row)
-		redis.call('ZADD', IDX, fmt(now), ARGV[3 + i])
+		row.e = KEEP
+		store(rk, sk, m, row, row)
 		out[i] = 1
 	else
 		out[i] = 0
@@ -230,15 +283,19 @@ end
 return out
 `;
 
-/** KEYS: 8 fixed, the step set of the key. ARGV: base. Returns the texts of the live rows. */
+/**
+ * KEYS: 8 fixed, the step set of the key. Returns, flat, per live row: its text, lease ms left
+ * (nil without a lease).
+ */
 const GET = `
 local out = {}
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[9])) do
-	local raw = redis.call('GET', ARGV[1] .. 'r:' .. m)
-	if raw then
+	local rk = BASE .. 'r:' .. m
+	local row, raw = readrow(rk)
+	if row then
 		out[#out + 1] = raw
-	else
-		redis.call('SREM', KEYS[9], m)
+		out[#out + 1] = remaining(row)
+	elseif redis.call('EXISTS', rk) == 0 then
 		unindex(m)
 	end
 end
@@ -246,29 +303,23 @@ return out
 `;
 
 /**
- * KEYS: 8 fixed. ARGV: base, afterScore, afterMember ('' = from the start), updatedBefore ms (''),
- * status (''), stuckOnly ('1'), want, budget.
+ * KEYS: 8 fixed. ARGV: afterScore, afterMember ('' = from the start), notUpdatedForMs (''),
+ * status (''), stuckOnly ('1'), sending ('' any, '1' phase sending, '0' no phase), want, budget.
  * Walks the updated_at index from just after (afterScore, afterMember), examining at most about
- * `budget` entries so that one call never blocks the server for long.
- * Returns {done, lastScore, lastMember, row texts}.
+ * `budget` entries so that one call never blocks the server for long. Every verdict (live, stuck,
+ * not updated for) is by this script's clock.
+ * Returns {done, lastScore, lastMember, {row text, lease ms left or nil, ...}}.
  */
 const LIST = `
-local base, afterScore, afterMember = ARGV[1], ARGV[2], ARGV[3]
-local before, status, stuck = tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'
+local afterScore, afterMember = ARGV[1], ARGV[2]
+local quiet, status, stuck, sending = tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6]
 local want, budget = tonumber(ARGV[7]), tonumber(ARGV[8])
+local cutoff = quiet and (now - quiet)
 local lo = 0
-if afterScore ~= '' then
-	-- Ranks [lo, hi) share afterScore and are ordered by member: binary search past afterMember.
-	lo = redis.call('ZCOUNT', IDX, '-inf', '(' .. afterScore)
-	local hi = redis.call('ZCOUNT', IDX, '-inf', afterScore)
-	while lo < hi do
-		local mid = math.floor((lo + hi) / 2)
-		if bytecmp(redis.call('ZRANGE', IDX, mid, mid)[1], afterMember) <= 0 then lo = mid + 1 else hi = mid end
-	end
-end
-local rows, dead, examined, done = {}, {}, 0, false
+if afterScore ~= '' then lo = rankafter(IDX, afterScore, afterMember) end
+local rows, found, dead, examined, done = {}, 0, {}, 0, false
 local lastScore, lastMember = afterScore, afterMember
-while not done and #rows < want and examined < budget do
+while not done and found < want and examined < budget do
 	local batch = redis.call('ZRANGE', IDX, lo, lo + 99, 'WITHSCORES')
 	if #batch == 0 then
 		done = true
@@ -276,19 +327,23 @@ while not done and #rows < want and examined < budget do
 		lo = lo + #batch / 2
 		for j = 1, #batch, 2 do
 			local m, score = batch[j], batch[j + 1]
-			if before and tonumber(score) >= before then
+			if cutoff and tonumber(score) > cutoff then
 				done = true
 				break
 			end
 			examined = examined + 1
 			lastScore, lastMember = score, m
-			local row, raw = readrow(base .. 'r:' .. m)
+			local rk = BASE .. 'r:' .. m
+			local row, raw = readrow(rk)
 			if not row then
-				dead[#dead + 1] = m
+				if redis.call('EXISTS', rk) == 0 then dead[#dead + 1] = m end
 			elseif (status == '' or row.st == status)
-				and (not stuck or (row.st == 'in_progress' and row.le ~= nil and row.le <= now)) then
+				and (not stuck or (row.st == 'in_progress' and row.le ~= nil and row.le <= now))
+				and (sending == '' or (sending == '1' and row.ph == 'sending') or (sending == '0' and row.ph == nil)) then
 				rows[#rows + 1] = raw
-				if #rows >= want then break end
+				rows[#rows + 1] = remaining(row)
+				found = found + 1
+				if found >= want then break end
 			end
 		end
 	end
@@ -298,39 +353,107 @@ return {done and 1 or 0, lastScore, lastMember, rows}
 `;
 
 /**
- * KEYS: 8 fixed, the step set of the key, the audit stream. ARGV: base, member ('' = every step),
- * actor, audit max length. Deletes the rows, writes one audit entry per live row. Returns the count.
+ * KEYS: 8 fixed, the step set of the key, the audit stream. ARGV: member ('' = every step), actor,
+ * audit max length, evenIfHeld ('1'), resolution ('', 'sent', 'not_sent'), ttlMs.
+ * Decides each live step once: held by a live lease and not evenIfHeld: refused (lease_live);
+ * resolution sent: recorded as completed by the operator (fence and holder cleared); phase
+ * sending without a resolution: refused (may_have_sent); otherwise deleted. One audit entry per
+ * step acted on keeps its status, phase, lease holder, fence and the resolution.
+ * Returns, flat, per live step: step, status, phase or nil, action, reason or nil.
  */
 const RELEASE = `
+local actor, auditMax, evenIfHeld, resolution, ttlMs = ARGV[2], ARGV[3], ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
 local members
-if ARGV[2] ~= '' then members = {ARGV[2]} else members = redis.call('SMEMBERS', KEYS[9]) end
-local n = 0
-for _, m in ipairs(members) do
-	local rk = ARGV[1] .. 'r:' .. m
-	local row = readrow(rk)
-	if row then
-		redis.call('DEL', rk)
-		n = n + 1
-		redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[4], '*', 'action', 'release', 'key', row.k, 'step', row.s,
-			'status', row.st, 'actor', ARGV[3], 'at', fmt(now))
-	end
-	redis.call('SREM', KEYS[9], m)
-	unindex(m)
+if ARGV[1] ~= '' then members = {ARGV[1]} else members = redis.call('SMEMBERS', KEYS[9]) end
+-- An ISO 8601 UTC text of epoch ms (days to civil date, proleptic Gregorian).
+local function iso(ms)
+	local secs = math.floor(ms / 1000)
+	local days = math.floor(secs / 86400)
+	local sod = secs - days * 86400
+	local z = days + 719468
+	local era = math.floor(z / 146097)
+	local doe = z - era * 146097
+	local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+	local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+	local mp = math.floor((5 * doy + 2) / 153)
+	local d = doy - math.floor((153 * mp + 2) / 5) + 1
+	local mo = mp + 3
+	if mp >= 10 then mo = mp - 9 end
+	local y = yoe + era * 400
+	if mo <= 2 then y = y + 1 end
+	return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, mo, d, math.floor(sod / 3600),
+		math.floor(sod / 60) % 60, sod % 60, ms - secs * 1000)
 end
-return n
+local out = {}
+for _, m in ipairs(members) do
+	local rk = BASE .. 'r:' .. m
+	local row = readrow(rk)
+	if not row then
+		if redis.call('EXISTS', rk) == 0 then unindex(m) end
+	else
+		local held = row.st == 'in_progress' and row.le ~= nil and row.le > now
+		local action, reason
+		if held and not evenIfHeld then
+			action, reason = 'refused', 'lease_live'
+		elseif resolution == 'sent' then
+			action = 'recorded_sent'
+		elseif row.ph == 'sending' and resolution == '' then
+			action, reason = 'refused', 'may_have_sent'
+		else
+			action = 'released'
+		end
+		if action == 'released' then
+			redis.call('DEL', rk)
+			unindex(m)
+		elseif action == 'recorded_sent' then
+			local new = {}
+			for f, v in pairs(row) do new[f] = v end
+			new.st = 'completed'
+			new.le = nil
+			new.ph = nil
+			new.g = nil
+			new.lh = nil
+			new.u = now
+			new.e = now + ttlMs
+			new.res = '{"resolution":"sent","resolvedBy":' .. cjson.encode(actor) .. ',"resolvedAt":"' .. iso(now)
+				.. '","before":' .. (row.res or 'null') .. '}'
+			store(rk, KEYS[9], m, new, row)
+		end
+		if action ~= 'refused' then
+			local fields = {'action', action == 'released' and 'release' or 'resolve_sent', 'key', row.k, 'step', row.s,
+				'status', row.st}
+			if row.ph then fields[#fields + 1] = 'phase'; fields[#fields + 1] = row.ph end
+			if row.lh then fields[#fields + 1] = 'leaseHolder'; fields[#fields + 1] = row.lh end
+			if row.g then fields[#fields + 1] = 'fence'; fields[#fields + 1] = fmt(row.g) end
+			if resolution ~= '' then fields[#fields + 1] = 'resolution'; fields[#fields + 1] = resolution end
+			fields[#fields + 1] = 'actor'
+			fields[#fields + 1] = actor
+			fields[#fields + 1] = 'at'
+			fields[#fields + 1] = fmt(now)
+			redis.call('XADD', KEYS[10], 'MAXLEN', '~', auditMax, '*', unpack(fields))
+		end
+		local j = #out
+		out[j + 1] = row.s
+		out[j + 2] = row.st
+		out[j + 3] = row.ph or false
+		out[j + 4] = action
+		out[j + 5] = reason or false
+	end
+end
+return out
 `;
 
 /**
- * KEYS: 8 fixed. ARGV: base, limit. Removes at most `limit` index entries of rows that Redis has
+ * KEYS: 8 fixed. ARGV: limit. Removes at most `limit` index entries of rows that Redis has
  * already expired. Returns {removed, rows left in the namespace index}.
  */
 const PURGE = `
-local base, limit = ARGV[1], tonumber(ARGV[2])
+local limit = tonumber(ARGV[1])
 local n = 0
 for _, s in ipairs(STATUSES) do
 	if n >= limit then break end
 	for _, m in ipairs(redis.call('ZRANGEBYSCORE', ST[s], '-inf', '(' .. fmt(now), 'LIMIT', 0, limit - n)) do
-		if redis.call('EXISTS', base .. 'r:' .. m) == 0 then
+		if redis.call('EXISTS', BASE .. 'r:' .. m) == 0 then
 			unindex(m)
 			n = n + 1
 		end
@@ -340,29 +463,67 @@ return {n, redis.call('ZCARD', IDX)}
 `;
 
 /**
- * KEYS: 8 fixed. ARGV: base.
- * Returns {in_progress, completed, failed_retryable, needs_review, blocked, stuck, oldestFirstSeen}.
+ * KEYS: 8 fixed. ARGV: cutoff ('' on the first call: this script's clock), oldest done ('1'),
+ * stuck cursor score, stuck cursor member ('' = from the start), stuck so far, budget.
+ * Stats in bounded slices: each call checks at most `budget` index entries, and the client calls
+ * again with the returned state until both scans are done. Every call judges "lapsed" by the
+ * first call's server time (the cutoff), so the slices add up to one exact answer.
+ * Returns {in_progress, completed, failed_retryable, needs_review, blocked, stuck, oldestFirstSeen,
+ * oldest done, stuck done, cursor score, cursor member, cutoff}.
  */
 const STATS = `
-local base = ARGV[1]
+local cutoff = tonumber(ARGV[1]) or now
+local oldestDone, cs, cm, stuck, budget = ARGV[2] == '1', ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local out = {}
-for i, s in ipairs(STATUSES) do out[i] = redis.call('ZCOUNT', ST[s], fmt(now), '+inf') end
+for i, s in ipairs(STATUSES) do out[i] = redis.call('ZCOUNT', ST[s], '(' .. fmt(now), '+inf') end
 out[5] = redis.call('HGET', META, 'blocked') or '0'
-local stuck = 0
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', LEASE, '-inf', fmt(now))) do
-	if redis.call('EXISTS', base .. 'r:' .. m) == 1 then stuck = stuck + 1 else unindex(m) end
+local work = 0
+out[7] = false
+-- The oldest in-progress row: the head of the first-seen index, dropping entries of expired rows.
+while not oldestDone and work < budget do
+	local first = redis.call('ZRANGE', IPFS, 0, 0, 'WITHSCORES')
+	if #first == 0 then
+		oldestDone = true
+	else
+		work = work + 1
+		if redis.call('EXISTS', BASE .. 'r:' .. first[1]) == 1 then
+			out[7] = first[2]
+			oldestDone = true
+		else
+			unindex(first[1])
+		end
+	end
+end
+-- Lapsed leases: the lease index up to the cutoff, from just after the cursor.
+local stuckDone = false
+local lo = 0
+if cs ~= '' then lo = rankafter(LEASE, cs, cm) end
+while not stuckDone and work < budget do
+	local batch = redis.call('ZRANGE', LEASE, lo, lo + math.min(99, budget - work - 1), 'WITHSCORES')
+	if #batch == 0 then stuckDone = true end
+	for j = 1, #batch, 2 do
+		local m, score = batch[j], batch[j + 1]
+		if tonumber(score) > cutoff then
+			stuckDone = true
+			break
+		end
+		work = work + 1
+		if redis.call('EXISTS', BASE .. 'r:' .. m) == 1 then
+			stuck = stuck + 1
+			lo = lo + 1
+			cs, cm = score, m
+		else
+			-- Later ranks move down by one: lo stays.
+			unindex(m)
+		end
+	end
 end
 out[6] = stuck
-out[7] = false
-for _ = 1, 1000 do
-	local first = redis.call('ZRANGE', IPFS, 0, 0, 'WITHSCORES')
-	if #first == 0 then break end
-	if redis.call('EXISTS', base .. 'r:' .. first[1]) == 1 then
-		out[7] = first[2]
-		break
-	end
-	unindex(first[1])
-end
+out[8] = oldestDone and 1 or 0
+out[9] = stuckDone and 1 or 0
+out[10] = cs
+out[11] = cm
+out[12] = fmt(cutoff)
 return out
 `;
 
@@ -416,4 +577,8 @@ export interface StoredRow {
 	u: number;
 	e: number;
 	ph?: string;
+	/** Fencing token of the claim that holds (or last held) the row. */
+	g?: number;
+	/** Phase the row had reached when the current claim took it over. */
+	pp?: string;
 }

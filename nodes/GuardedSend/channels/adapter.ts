@@ -1,6 +1,6 @@
 import type { IDisplayOptions, IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
-import type { RowId } from '../../../lib/ledger/types';
+import type { LedgerRecord, RowId } from '../../../lib/ledger/types';
 import type { Channel } from '../../../lib/n8n/channels/types';
 
 /** One channel as the node sees it: how to build a message from an item, and where to send it. */
@@ -10,6 +10,11 @@ export interface ChannelAdapter<M = unknown> {
 	acceptUncertain: boolean;
 	/** The message for one item. Throws LedgerInputError for bad input (nothing is written). */
 	build(itemIndex: number, item: INodeExecutionData, row: RowId): M;
+	/**
+	 * The message as sent under this claim, for channels whose message depends on the claim (the
+	 * HTTP Idempotency-Key changes when a released step is sent again). Called just before sending.
+	 */
+	forClaim?(message: M, claim: LedgerRecord): M;
 	/** What is compared on a repeat: the content, without anything derived from the key. */
 	payload(message: M): unknown;
 	/** Facts worth showing on the output item (e.g. the Idempotency-Key sent). */

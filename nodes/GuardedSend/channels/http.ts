@@ -227,8 +227,15 @@ export function n8nTransport(ctx: IExecuteFunctions, authType: string | null, cr
 	};
 }
 
-/** The value of the Idempotency-Key header for one send: stable for (namespace, key, step). */
-export const idempotencyKeyFor = (namespace: string, key: string, step: string) => sha256(`${namespace}\u0000${key}\u0000${step}`);
+/**
+ * The value of the Idempotency-Key header for one send. It is the same for every attempt and every
+ * run that takes the step over after a crash (the row's first-seen time is kept across takeovers),
+ * so the destination can drop a repeat; a step an operator released as "not sent", or one whose
+ * retention ran out, starts a new row with a new first-seen time, and so gets a new key: a
+ * deliberate replay reaches the destination as a new request.
+ */
+export const idempotencyKeyFor = (namespace: string, key: string, step: string, firstSeenAt: Date) =>
+	sha256(`${namespace}\u0000${key}\u0000${step}\u0000${firstSeenAt.getTime()}`);
 
 export const httpModule: ChannelModule = {
 	properties: httpProperties,
@@ -281,7 +288,8 @@ export const httpModule: ChannelModule = {
 				if (!/^https?:\/\/[^\s/]+/i.test(target)) {
 					throw new LedgerInputError(`The URL "${target.slice(0, 200)}" is not an http(s) address`, 'Use a full address such as https://api.example.com/v1/orders.');
 				}
-				const message: HttpMessage = { method, url: target, headers: headers ? headers(i, item) : {}, idempotencyKey: idempotencyKeyFor(row.namespace, row.key, row.step) };
+				// The key is set for the claim the message is sent under (forClaim).
+				const message: HttpMessage = { method, url: target, headers: headers ? headers(i, item) : {}, idempotencyKey: '' };
 				if (query) message.qs = query(i, item);
 				if (jsonBody) {
 					const body = jsonBody(i, item);
@@ -295,6 +303,7 @@ export const httpModule: ChannelModule = {
 				}
 				return message;
 			},
+			forClaim: (message, claim) => ({ ...message, idempotencyKey: idempotencyKeyFor(claim.namespace, claim.key, claim.step, claim.firstSeenAt) }),
 			payload: ({ idempotencyKey: _key, ...content }) => ({ kind: 'http', message: content }),
 			describe: (m) => (header ? { idempotencyHeader: header, idempotencyKey: m.idempotencyKey } : {}),
 		};

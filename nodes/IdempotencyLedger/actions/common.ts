@@ -228,17 +228,23 @@ export function namespaceOf(ctx: IExecuteFunctions): (itemIndex: number, item: I
 
 export const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 
-/** A ledger row as output JSON, dates as ISO strings. `stuck`: in progress with a lapsed lease. */
-export function recordJson(r: LedgerRecord, now = Date.now()): IDataObject {
+/**
+ * A ledger row as output JSON, dates as ISO strings. `stuck`: in progress with a lapsed lease, by
+ * the ledger's clock. `mayHaveBeenSent`: it reached `sending`, so releasing it needs a decision.
+ */
+export function recordJson(r: LedgerRecord): IDataObject {
 	return {
 		namespace: r.namespace,
 		key: r.key,
 		step: r.step,
 		status: r.status,
-		stuck: r.status === 'in_progress' && r.leaseExpiresAt !== null && r.leaseExpiresAt.getTime() <= now,
+		stuck: r.status === 'in_progress' && r.leaseRemainingMs === 0,
+		mayHaveBeenSent: r.phase === 'sending',
 		leaseHolder: r.leaseHolder,
 		leaseExpiresAt: iso(r.leaseExpiresAt),
-		phase: r.phase ?? null,
+		leaseRemainingSeconds: r.leaseRemainingMs === null ? null : Math.ceil(r.leaseRemainingMs / 1000),
+		fence: r.fence,
+		phase: r.phase,
 		attempts: r.attempts,
 		previousStatus: r.previousStatus,
 		externalId: r.externalId,

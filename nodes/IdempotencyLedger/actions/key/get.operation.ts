@@ -20,7 +20,6 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 		(i, item) => ({ namespace: namespace(i, item), key: readKey(this, i) }),
 		async (ledger, { namespace, key }) => {
 			const rows = await ledger.get(namespace, key);
-			const now = Date.now();
 			const unit = rows.find((r) => r.step === '');
 			return {
 				namespace,
@@ -28,7 +27,7 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 				found: rows.length > 0,
 				status: unit?.status ?? null,
 				stepCount: rows.length,
-				steps: rows.map((r) => recordJson(r, now)),
+				steps: rows.map((r) => recordJson(r)),
 			};
 		},
 	);

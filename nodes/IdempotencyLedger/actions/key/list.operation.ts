@@ -19,7 +19,7 @@ import {
 	unitOptions,
 } from '../common';
 
-export const LIST_STATUSES = ['stuck', 'needs_review', 'in_progress', 'failed_retryable', 'completed', 'any'] as const;
+export const LIST_STATUSES = ['stuck', 'stuck_sending', 'needs_review', 'in_progress', 'failed_retryable', 'completed', 'any'] as const;
 type ListStatus = (typeof LIST_STATUSES)[number];
 
 export const MAX_PAGE_SIZE = 1000;
@@ -40,9 +40,14 @@ const properties: INodeProperties[] = [
 			{ name: 'In Progress', value: 'in_progress', description: 'Claimed by a run, with a live or a lapsed lease' },
 			{ name: 'Needs Review', value: 'needs_review', description: 'A person must decide: it may or may not have happened' },
 			{
-				name: 'Stuck (In Progress, Lease Expired)',
+				name: 'Stuck Before Sending (Safe to Release)',
 				value: 'stuck',
-				description: 'Claimed by a run that never finished; the next retry may take it over',
+				description: 'Claimed by a run that stopped before anything was sent. Releasing these cannot cause a second message.',
+			},
+			{
+				name: 'Stuck While Sending (Needs a Decision)',
+				value: 'stuck_sending',
+				description: 'A run stopped in the middle of sending: the message may have gone out. Check the destination, then release with "It Was Sent" or "It Was Not Sent".',
 			},
 		],
 		default: 'stuck',
@@ -131,13 +136,14 @@ interface ListParams {
 function toFilter(status: ListStatus, namespace: string | undefined, olderThanMs: number): ListParams['filter'] {
 	const filter: ListParams['filter'] = {};
 	if (namespace !== undefined) filter.namespace = namespace;
-	if (status === 'stuck') {
+	if (status === 'stuck' || status === 'stuck_sending') {
 		filter.status = 'in_progress';
 		filter.stuckOnly = true;
+		filter.sending = status === 'stuck_sending';
 	} else if (status !== 'any') {
 		filter.status = status as Status;
 	}
-	if (olderThanMs > 0) filter.updatedBefore = new Date(Date.now() - olderThanMs);
+	if (olderThanMs > 0) filter.notUpdatedForMs = olderThanMs;
 	return filter;
 }
 
@@ -164,7 +170,6 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 			return { namespace: ns, status, filter: toFilter(status, ns, olderThanMs), returnAll, limit, cursor: readCursor(this, i) };
 		},
 		async (ledger, p) => {
-			const now = Date.now();
 			const records: IDataObject[] = [];
 			let cursor = p.cursor;
 			let pages = 0;
@@ -172,7 +177,7 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 				const size = p.returnAll ? Math.min(RETURN_ALL_PAGE, p.limit - records.length) : p.limit;
 				const page = await ledger.list({ ...p.filter, limit: size, cursor });
 				pages++;
-				for (const r of page.records) records.push(recordJson(r, now));
+				for (const r of page.records) records.push(recordJson(r));
 				cursor = page.nextCursor;
 			} while (p.returnAll && cursor !== null && records.length < p.limit);
 			if (cursor !== null && !hinted && (p.returnAll || output === 'rows')) {

@@ -1,5 +1,6 @@
 import {
 	updateDisplayOptions,
+	type IDataObject,
 	type IExecuteFunctions,
 	type INodeExecutionData,
 	type INodeProperties,
@@ -41,17 +42,55 @@ const properties: INodeProperties[] = [
 		description: 'The step to release. Leave empty for the unit of work itself.',
 		displayOptions: { show: { releaseScope: ['step'] } },
 	},
+	{
+		displayName: 'What Happened',
+		name: 'resolution',
+		type: 'options',
+		options: [
+			{
+				name: 'Nothing Was Sent (Release Only What Did Not Start Sending)',
+				value: 'none',
+				description:
+					'Frees steps that never started sending. A step that stopped while sending is left as it is and listed, because the message may have gone out.',
+			},
+			{
+				name: 'It Was Sent: Record It as Done',
+				value: 'sent',
+				description: 'You checked the destination and the message is there. The steps are recorded as completed and will not be sent again.',
+			},
+			{
+				name: 'It Was Not Sent: Send It Again',
+				value: 'not_sent',
+				description: 'You checked the destination and the message is not there. The steps are freed and the next run sends them, with a new Idempotency-Key.',
+			},
+		],
+		default: 'none',
+		description: 'What you know about the steps. A step that may have been sent is never freed without your answer.',
+	},
+	{
+		displayName: 'Release Even if a Run Holds It',
+		name: 'evenIfHeld',
+		type: 'boolean',
+		default: false,
+		description:
+			'Whether to release a step that a run is working on right now (its lease has not run out). That run can then no longer record anything for it. Leave off unless the run is known to be dead.',
+	},
 	actorProperty('releasedBy', 'Released By', 'Who released the key, written to the audit table with the time.'),
 ];
 
 export const description = updateDisplayOptions({ show: { resource: ['key'], operation: ['release'] } }, properties);
 
+/** Retention of a step recorded as sent by an operator. */
+const RESOLVED_TTL_MS = 30 * 86_400_000;
+
 /**
- * Release (reset): deletes the key's live rows, or one step's, so the next run is let through.
- * The ledger writes one audit row per released row with who and when, in the same statement.
+ * Release (reset): frees the key's live steps, or one step, so the next run is let through; or
+ * records steps that may have been sent as sent. The ledger decides per step (a run holding it, a
+ * step that may have gone out) and writes one audit row per step it acted on, in one statement.
  */
 export async function execute(this: IExecuteFunctions, items: INodeExecutionData[]): Promise<INodeExecutionData[]> {
 	const namespace = namespaceOf(this);
+	let hinted = false;
 	return await runPerItem(
 		this,
 		items,
@@ -60,11 +99,41 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 			const key = readKey(this, i);
 			const scope = readChoice(this, 'releaseScope', i, 'release', ['key', 'step'] as const);
 			const step = scope === 'step' ? assertStep(readText(this, 'step', i, 'step', { max: 200, allowEmpty: true })) : null;
-			return { namespace: ns, key, step, releasedBy: readActor(this, 'releasedBy', i, 'released by') };
+			const resolution = readChoice(this, 'resolution', i, 'what happened', ['none', 'sent', 'not_sent'] as const);
+			return {
+				namespace: ns,
+				key,
+				step,
+				resolution: resolution === 'none' ? undefined : resolution,
+				evenIfHeld: this.getNodeParameter('evenIfHeld', i, false) === true,
+				releasedBy: readActor(this, 'releasedBy', i, 'released by'),
+			};
 		},
-		async (ledger, { namespace, key, step, releasedBy }) => {
-			const released = await ledger.release(namespace, key, step, releasedBy);
-			return { namespace, key, step, released, releasedBy, releasedAt: new Date().toISOString() };
+		async (ledger, request) => {
+			const steps = await ledger.release({ ...request, ttlMs: RESOLVED_TTL_MS });
+			const count = (action: string) => steps.filter((s) => s.action === action).length;
+			const refused = steps.filter((s) => s.action === 'refused');
+			if (refused.length > 0 && !hinted) {
+				hinted = true;
+				this.addExecutionHints({
+					message: refused.some((s) => s.reason === 'may_have_sent')
+						? 'Some steps were not released because they stopped while sending: the message may have gone out. Check the destination, then release them again with "What Happened" set to "It Was Sent" or "It Was Not Sent".'
+						: 'Some steps were not released because a run is working on them right now. Wait for its lease to run out, or turn on "Release Even if a Run Holds It" if that run is dead.',
+					type: 'warning',
+					location: 'outputPane',
+				});
+			}
+			return {
+				namespace: request.namespace,
+				key: request.key,
+				step: request.step,
+				released: count('released'),
+				recordedSent: count('recorded_sent'),
+				refused: refused.length,
+				steps: steps.map((s): IDataObject => ({ step: s.step, status: s.status, phase: s.phase, action: s.action, reason: s.reason ?? null })),
+				releasedBy: request.releasedBy,
+				releasedAt: new Date().toISOString(),
+			};
 		},
 	);
 }

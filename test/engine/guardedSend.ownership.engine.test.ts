@@ -1,0 +1,145 @@
+/**
+ * Guarded Send through n8n-core's real engine, on what the ledger decides alone: whose clock says
+ * a lease is live, who owns a step (fencing), and what a release by an operator means for the
+ * next send. Real PostgreSQL, real local destinations.
+ */
+import type { ICredentialDataDecryptedObject, INodeParameters } from 'n8n-workflow';
+
+import { closeAllPostgresLedgers } from '../../lib/ledger';
+import { idempotencyKeyFor } from '../../nodes/GuardedSend/channels/http';
+import { freshPostgresLedger, settingsFromUrl } from '../support/db';
+import { slackServer, stripeLikeServer, type SlackServer, type StripeLikeServer } from '../support/destinations';
+import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
+import { nodeTypes } from '../integration/fixtures/guarded-workflow';
+
+const orders = (...ids: string[]) => JSON.stringify(ids.map((id) => ({ id, amount: 100 })));
+const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}', scope: 'workflow' };
+const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output] ?? []).map((i) => i.json.idempotency as Record<string, unknown>);
+const DAY = 86_400_000;
+
+/** Runs `body` with this process's clock (Date.now, new Date()) `skewMs` off; the database keeps its own. */
+async function withHostClockSkew<T>(skewMs: number, body: () => Promise<T>): Promise<T> {
+	const RealDate = Date;
+	const realNow = RealDate.now.bind(RealDate);
+	class SkewedDate extends RealDate {
+		constructor(...args: unknown[]) {
+			if (args.length === 0) super(realNow() + skewMs);
+			else super(...(args as [number]));
+		}
+		static now() {
+			return realNow() + skewMs;
+		}
+	}
+	globalThis.Date = SkewedDate as DateConstructor;
+	try {
+		return await body();
+	} finally {
+		globalThis.Date = RealDate;
+	}
+}
+
+describe('engine: Guarded Send and the ledger as the only clock and owner', () => {
+	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
+	let api: StripeLikeServer;
+	let slowApi: StripeLikeServer;
+	let slack: SlackServer;
+	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	let wf: string;
+	let n = 0;
+
+	beforeAll(async () => {
+		fx = await freshPostgresLedger();
+		[api, slowApi, slack] = await Promise.all([stripeLikeServer(), stripeLikeServer({ delayMs: 1_500 }), slackServer()]);
+		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table), slackApi: { accessToken: 'xoxb-test-token' } };
+	});
+	afterAll(async () => {
+		await Promise.all([api?.close(), slowApi?.close(), slack?.close()]);
+		await closeAllPostgresLedgers();
+		await fx?.dispose();
+	});
+	beforeEach(() => {
+		wf = `wf-own-${++n}-${Date.now()}`;
+	});
+
+	const ns = () => `workflow:${wf}`;
+	const slackSend = (extra: INodeParameters = {}) => ({ channel: 'slack', ...byKey, slackChannel: '#orders', slackText: '=Order {{ $json.id }} paid', slackOptions: { apiUrl: slack.apiUrl }, ...extra });
+	const httpSend = (url: string, extra: INodeParameters = {}) => ({
+		channel: 'http',
+		...byKey,
+		method: 'POST',
+		url: `${url}/v1/charges`,
+		sendBody: true,
+		bodyContentType: 'json',
+		jsonBody: '={{ JSON.stringify({ order: $json.id }) }}',
+		...extra,
+	});
+	const run = (parameters: INodeParameters, items: string, executionId?: string, onError?: 'continueRegularOutput') =>
+		runWorkflow(
+			{
+				id: wf,
+				nodes: [node('Orders', 'test.items', { items }), node('Send', 'n8n-nodes-idempotency.guardedSend', parameters, onError ? { onError } : {})],
+				connections: chain('Orders', 'Send'),
+			},
+			{ credentials, nodeTypes, executionId },
+		);
+	const rows = async (key: string) => fx.ledger.get(ns(), key);
+
+	test.each([10_000, -10_000])('n8n host clock %i ms off: a step another run is sending is Skipped as in_progress, never "already sent", and the unit stays open', async (skewMs) => {
+		await fx.ledger.claim([{ namespace: ns(), key: 'sk-1', step: 'Send', fingerprint: null }], { mode: 'lease', holder: 'execution:other', leaseMs: 5_000, ttlMs: DAY });
+		const r = await withHostClockSkew(skewMs, () => run(slackSend({ completeUnit: true }), orders('sk-1')));
+		expect(r.error).toBeUndefined();
+		expect(facts(r, 1)).toEqual([expect.objectContaining({ outcome: 'skipped', reason: 'in_progress', status: 'in_progress' })]);
+		expect(facts(r, 0)).toEqual([]);
+		expect(facts(r, 2)).toEqual([]);
+		expect((await rows('sk-1')).map((row) => [row.step, row.status])).toEqual([['Send', 'in_progress']]);
+		expect(slack.messages.filter((m) => m.text === 'Order sk-1 paid')).toHaveLength(0);
+	});
+
+	test('an operator releases a step while it is being sent: the late result changes nothing, and the item says another run took it over', async () => {
+		const releasing = (async () => {
+			for (let i = 0; i < 200; i++) {
+				const [row] = await rows('op-1');
+				if (row?.phase === 'sending') {
+					return fx.ledger.release({ namespace: ns(), key: 'op-1', step: 'Send', releasedBy: 'on-call', evenIfHeld: true, resolution: 'not_sent', ttlMs: DAY });
+				}
+				await new Promise((res) => setTimeout(res, 20));
+			}
+			throw new Error('the step never reached sending');
+		})();
+		const r = await run(httpSend(slowApi.url, { options: { timeout: 5 } }), orders('op-1', 'op-2'), undefined, 'continueRegularOutput');
+		expect((await releasing).map((s) => s.action)).toEqual(['released']);
+		// op-2 was still owned: sent and recorded. op-1 was sent, but its result was not written over the release.
+		expect(facts(r, 0).map((f) => f.key)).toEqual(['op-2']);
+		const failed = (r.outputs('Send')[2] ?? []).map((i) => i.json);
+		expect(failed).toHaveLength(1);
+		expect(String(failed[0].error)).toMatch(/Another run took over the step "Send" of the key "op-1" after the message was sent/);
+		expect(await rows('op-1')).toEqual([]);
+		expect((await rows('op-2'))[0]).toMatchObject({ status: 'completed' });
+	});
+
+	test('a step released as "not sent" is sent again with a new Idempotency-Key; a takeover after a crash keeps the key', async () => {
+		const first = await run(httpSend(api.url), orders('rk-1'));
+		const firstKey = facts(first, 0)[0].idempotencyKey as string;
+		expect(firstKey).toMatch(/^[0-9a-f]{64}$/);
+		// A crash after "sending": the next run takes the step over and asks again with the same key.
+		const crashed = await fx.ledger.claim([{ namespace: ns(), key: 'rk-2', step: 'Send', fingerprint: null }], { mode: 'lease', holder: 'execution:dead', leaseMs: 300, ttlMs: DAY });
+		const dead = crashed[0].kind === 'claimed' ? crashed[0].record : null;
+		await fx.ledger.markPhase([{ namespace: ns(), key: 'rk-2', step: 'Send', fence: dead!.fence! }], 'sending');
+		await new Promise((res) => setTimeout(res, 500));
+		const takeover = await run(httpSend(api.url), orders('rk-2'));
+		expect(facts(takeover, 0)[0]).toMatchObject({ resent: true });
+		const takeoverKey = facts(takeover, 0)[0].idempotencyKey;
+		expect(takeoverKey).toBe(idempotencyKeyFor(ns(), 'rk-2', 'Send', dead!.firstSeenAt));
+		expect(takeoverKey).not.toBe(firstKey);
+
+		// The operator says rk-1 did not arrive and frees it: the replay is a new request to the API.
+		const released = await fx.ledger.release({ namespace: ns(), key: 'rk-1', step: 'Send', releasedBy: 'on-call', resolution: 'not_sent', ttlMs: DAY });
+		expect(released.map((s) => s.action)).toEqual(['released']);
+		const replay = await run(httpSend(api.url), orders('rk-1'));
+		const replayKey = facts(replay, 0)[0].idempotencyKey as string;
+		expect(replayKey).not.toBe(firstKey);
+		expect(api.keysSeen.get(firstKey)).toBe(1);
+		expect(api.keysSeen.get(replayKey)).toBe(1);
+		expect(api.actions.filter((a) => (a.body as { order?: string })?.order === 'rk-1')).toHaveLength(2);
+	});
+});
