@@ -26,8 +26,8 @@ export class GuardedSend implements INodeType {
 		defaults: { name: 'Guarded Send' },
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
-		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main, NodeConnectionTypes.Main],
-		outputNames: ['Sent', 'Skipped', 'Needs Review'],
+		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main, NodeConnectionTypes.Main, NodeConnectionTypes.Main],
+		outputNames: ['Sent', 'Skipped', 'Needs Review', 'In Progress'],
 		// The ledger's credential, then the ones users already have: Slack API, SMTP, and the HTTP
 		// Request node's generic types (one entry each: n8n only hands a node the types it lists).
 		// Each says when it is NOT needed (`hide`): n8n's editor removes from the panel every
@@ -121,7 +121,11 @@ export class GuardedSend implements INodeType {
 				type: 'options',
 				noDataExpression: true,
 				options: [
-					{ name: 'Send to Needs Review', value: 'review', description: 'Do not wait; route the item to Needs Review' },
+					{
+						name: 'Route to In Progress',
+						value: 'review',
+						description: 'Do not wait; the item leaves on In Progress, nothing is sent, and the other run finishes the step',
+					},
 					{ name: 'Wait for It', value: 'wait', description: 'Wait until the other run finishes, then skip the item (or send it, if that run failed)' },
 				],
 				default: 'review',
@@ -133,7 +137,7 @@ export class GuardedSend implements INodeType {
 				type: 'number',
 				typeOptions: { minValue: 1, maxValue: 3600 },
 				default: 60,
-				description: 'How long to wait for the other run at most. Items still held after that go to Needs Review.',
+				description: 'How long to wait for the other run at most. Items still held after that go to In Progress.',
 				displayOptions: { show: { whenInProgress: ['wait'] } },
 			},
 			{

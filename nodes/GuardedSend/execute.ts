@@ -43,6 +43,8 @@ export const CHANNELS: Record<string, ChannelModule> = { http: httpModule, slack
 const SENT = 0;
 const SKIPPED = 1;
 const REVIEW = 2;
+/** Another run holds the step right now: nothing was sent here, and it is nobody's incident. */
+const IN_PROGRESS = 3;
 
 /** No attempt starts later than the timeout plus this before the lease ends. */
 const DEADLINE_MARGIN_MS = 1_000;
@@ -53,8 +55,8 @@ export const PHASE_SENDING = 'sending';
 /** Why an item left on Needs Review: each one needs a person. */
 export type ReviewReason = 'ambiguous' | 'rejected' | 'retry_later' | 'mismatch' | 'marked_for_review' | 'error';
 
-/** Why an item left on Skipped: nothing was sent by this run, and nobody needs to act. */
-export type SkipReason = 'already_sent' | 'in_progress' | 'mismatch' | 'same_key_earlier_in_input';
+/** Why an item left on Skipped: it was sent before (by another run or an earlier item). */
+export type SkipReason = 'already_sent' | 'mismatch' | 'same_key_earlier_in_input';
 
 interface Config {
 	channelName: string;
@@ -238,9 +240,12 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	}
 	return collect();
 
-	/** Another run is sending this step right now: a normal repeat, not an incident. */
+	/**
+	 * Another run is sending this step right now: a normal repeat, not an incident, and not done
+	 * yet either (so not Skipped, which flows wire to Mark Step Done).
+	 */
 	function routeInProgress(p: Prepared, record: LedgerRecord | null, waited: boolean) {
-		route(p.index, SKIPPED, facts('skipped', p.row, record, {
+		route(p.index, IN_PROGRESS, facts('in_progress', p.row, record, {
 			reason: 'in_progress',
 			detail: waited
 				? `Another run still held this step after waiting ${Math.round(config.maxWaitMs / 1000)} s; nothing was sent`
@@ -477,18 +482,19 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	function routeBatchDuplicate(p: Prepared, first: Prepared): LedgerInputError | null {
 		if (p.fingerprint !== first.fingerprint) return routeMismatch(p, null, 'by an earlier item of this input');
 		const done = routed[first.index];
-		const output = done?.output === SENT || done?.output === SKIPPED ? SKIPPED : REVIEW;
+		const output = done?.output === SENT || done?.output === SKIPPED ? SKIPPED : done?.output === IN_PROGRESS ? IN_PROGRESS : REVIEW;
+		const outcome = output === SKIPPED ? 'skipped' : output === IN_PROGRESS ? 'in_progress' : 'needs_review';
 		route(p.index, output, {
 			...(done?.facts ?? facts('needs_review', p.row, null)),
-			outcome: output === SKIPPED ? 'skipped' : 'needs_review',
-			reason: output === SKIPPED ? 'same_key_earlier_in_input' : (done?.facts.reason as string) ?? 'in_progress',
+			outcome,
+			reason: output === SKIPPED ? 'same_key_earlier_in_input' : ((done?.facts.reason as string) ?? 'in_progress'),
 			firstItem: first.index,
 		});
 		return null;
 	}
 
 	function collect(): INodeExecutionData[][] {
-		const outputs: INodeExecutionData[][] = [[], [], []];
+		const outputs: INodeExecutionData[][] = [[], [], [], []];
 		for (let i = 0; i < items.length; i++) {
 			const r = routed[i];
 			if (!r) continue;

@@ -7,6 +7,7 @@
  *   2. Crash mid-send: SIGKILL while Guarded Send waits on the destination, restart, redeliver.
  *   3. n8n's own "Retry On Fail" on Guarded Send against a flaky destination.
  *   5. On call: the Idempotency Ledger node lists the stuck Slack item, releases it, the replay sends it.
+ *   6. On call after a kill -9 mid-batch: the README's recipe, followed literally, sends nothing twice.
  *
  * One n8n for the file; it is stopped in afterAll whatever happened.
  */
@@ -162,7 +163,7 @@ const facts = (items: any[]) => items.map((i) => i.idempotency);
  * claim SQL of lib/ledger/postgres/PostgresLedger.ts):
  *   - Guarded Send marks its row phase 'sending' before the first byte goes out.
  *   - A claim on an in_progress row whose lease is still LIVE is refused, whoever holds it: the
- *     item goes to Needs Review with reason 'in_progress', and nothing is written or sent.
+ *     item leaves on In Progress, and nothing is written or sent.
  *   - A claim on an in_progress row whose lease has LAPSED takes it over and reports the phase the
  *     dead run reached. With phase 'sending', Slack (no idempotency key) is recorded needs_review
  *     with reason 'ambiguous' and not sent; the HTTP channel whose destination honours the key is
@@ -257,7 +258,8 @@ describe('2. crash mid-send (SIGKILL while Guarded Send waits on the destination
 
 		// Still sending, the gate's 3 s lease lapses and the HTTP event is redelivered: the gate lets
 		// it in again, but Guarded Send finds its step held under a LIVE lease (phase 'sending'):
-		// Needs Review, reason in_progress, nothing sent, nothing written.
+		// In Progress (a repeat, not an incident, and not done: Skipped would complete the unit
+		// through Mark Step Done), nothing sent, nothing written.
 		let t = performance.now();
 		for (;;) {
 			const unit = (await ledger.rows(httpNs, CHARGED_BEFORE_CRASH)).find((r) => r.step === '');
@@ -270,7 +272,9 @@ describe('2. crash mid-send (SIGKILL while Guarded Send waits on the destination
 		const [whileSending] = await newExecutions(crash.httpWorkflow, beforeLive);
 		expect(nodeOutput(whileSending, 'Dedupe Gate', 0)).toHaveLength(1);
 		expect(nodeOutput(whileSending, 'Charge', 0)).toHaveLength(0);
-		expect(facts(nodeOutput(whileSending, 'Charge', 2))).toEqual([expect.objectContaining({ outcome: 'needs_review', reason: 'in_progress' })]);
+		expect(facts(nodeOutput(whileSending, 'Charge', 3))).toEqual([expect.objectContaining({ outcome: 'in_progress', reason: 'in_progress' })]);
+		expect(nodeOutput(whileSending, 'Charge', 1)).toHaveLength(0);
+		expect(nodeOutput(whileSending, 'Charge', 2)).toHaveLength(0);
 		expect(crash.httpFront.log.filter((r) => r.id === crash.key)).toHaveLength(1);
 		expect((await ledger.rows(httpNs, CHARGED_BEFORE_CRASH)).find((r) => r.step === 'charge')).toMatchObject({ status: 'in_progress', phase: 'sending', lease_live: true });
 
@@ -364,7 +368,13 @@ describe('5. on call: the Idempotency Ledger node lists the stuck Slack items, o
 			operatorWorkflow('List Needs Review', 'oncall-list', { operation: 'list', status: 'needs_review', notUpdatedFor: 0, notUpdatedForUnit: 'minutes', returnAll: true, maxRows: 100, cursor: '', output: 'rows' }),
 		);
 		await n8n!.deploy(
-			operatorWorkflow('Release Key', 'oncall-release', { operation: 'release', key: '={{ $json.body.key }}', releaseScope: 'key', releasedBy: '={{ $json.body.by }}' }),
+			operatorWorkflow('Release Key', 'oncall-release', {
+				operation: 'release',
+				key: '={{ $json.body.key }}',
+				releaseScope: 'key',
+				resolution: '={{ $json.body.resolution }}',
+				releasedBy: '={{ $json.body.by }}',
+			}),
 		);
 
 		const listed = await n8n!.post('oncall-list', { namespace: slackNs });
@@ -379,13 +389,17 @@ describe('5. on call: the Idempotency Ledger node lists the stuck Slack items, o
 		// The operator looks in Slack: one of them was posted, the other never was. Release that one.
 		const neverPosted = rows.filter((r) => slackTexts(slack, r.key).length === 0).map((r) => r.key);
 		expect(neverPosted).toEqual([LOST_IN_CRASH]);
-		const released = await n8n!.post('oncall-release', { namespace: slackNs, key: LOST_IN_CRASH, by: 'on-call: jane (INC-7)' });
+		// Without an answer, the step that may have gone out is not freed.
+		const unanswered = await n8n!.post('oncall-release', { namespace: slackNs, key: LOST_IN_CRASH, resolution: 'none', by: 'on-call: jane (INC-7)' });
+		expect(unanswered.body).toEqual([expect.objectContaining({ key: LOST_IN_CRASH, refused: 1 })]);
+		expect((await ledger.rows(slackNs, LOST_IN_CRASH)).find((r) => r.step === 'slackNotify')).toMatchObject({ status: 'needs_review', phase: 'sending' });
+		const released = await n8n!.post('oncall-release', { namespace: slackNs, key: LOST_IN_CRASH, resolution: 'not_sent', by: 'on-call: jane (INC-7)' });
 		expect(released.status).toBe(200);
-		expect(released.body).toEqual([expect.objectContaining({ namespace: slackNs, key: LOST_IN_CRASH, released: 2, releasedBy: 'on-call: jane (INC-7)' })]);
+		expect(released.body).toEqual([expect.objectContaining({ namespace: slackNs, key: LOST_IN_CRASH, released: 1, refused: 0, releasedBy: 'on-call: jane (INC-7)' })]);
 		expect(await ledger.rows(slackNs, LOST_IN_CRASH)).toEqual([]);
-		expect((await ledger.audit(slackNs)).map((a) => [a.key, a.step, a.action, a.actor]).sort()).toEqual([
-			[LOST_IN_CRASH, '', 'release', 'on-call: jane (INC-7)'],
-			[LOST_IN_CRASH, 'slackNotify', 'release', 'on-call: jane (INC-7)'],
+		expect((await ledger.audit(slackNs)).map((a) => [a.key, a.step, a.action, a.actor, a.detail.phase]).sort()).toEqual([
+			[LOST_IN_CRASH, '', 'release', 'on-call: jane (INC-7)', null],
+			[LOST_IN_CRASH, 'slackNotify', 'release', 'on-call: jane (INC-7)', 'sending'],
 		]);
 
 		// The replay (the provider's "resend" button, here the same webhook again) now sends it.
@@ -619,5 +633,124 @@ describe("3. n8n's own Retry On Fail on Guarded Send, against flaky destinations
 		expect(hiccup.http).toBeDefined(); // set by test 3b
 		expect(hiccup.http).toMatchObject({ outcome: 'sent', resent: true });
 		expect(hiccup.slack).toMatchObject({ outcome: 'needs_review', reason: 'ambiguous' });
+	});
+});
+
+/*
+ * 6. The README's on-call recipe ("On call: after n8n died in the middle of a batch"), followed
+ * literally after a SIGKILL while 8 Slack sends were in flight: 4 had been posted (the answer never
+ * came back), 4 had not. Slack does not honour idempotency keys. Then every event is delivered
+ * again, twice: exactly one message per event at the destination.
+ */
+describe('6. on call after a kill -9 mid-batch: the README recipe, then every event again', () => {
+	test('release what never started, decide what may have gone out, redeliver: 0 second sends', async () => {
+		const posted = Array.from({ length: 4 }, (_, i) => `evt_recipe_posted_${i}`);
+		const lost = Array.from({ length: 4 }, (_, i) => `evt_recipe_lost_${i}`);
+		const all = [...posted, ...lost];
+		const front = await faultyFront({
+			upstream: slack.url,
+			identify: (r) => String(r.body?.text ?? r.path),
+			rule: (r) => {
+				const id = String(r.body?.text ?? '').replace('Order paid: ', '');
+				if (r.seen !== 1) return { kind: 'forward' };
+				return posted.includes(id) ? { kind: 'hangAfter' } : lost.includes(id) ? { kind: 'hangBefore' } : { kind: 'forward' };
+			},
+		});
+		try {
+			const flow = await n8n!.deploy(
+				guardedFlow(
+					'recipe: slack',
+					'recipe-slack',
+					dedupeGate(creds.ledger, CRASH.gateLease),
+					slackSend(creds.ledger, creds.slack, `${front.url}/api`, { leaseSeconds: CRASH.sendLease, timeoutSeconds: CRASH.timeout, maxAttempts: 1 }),
+					markDone(creds.ledger),
+					'onReceived',
+				),
+			);
+			const ns = `workflow:${flow}`;
+			const ops = (name: string, path: string, nodes: Array<Record<string, unknown>>) => {
+				const h = webhook(path, 'lastNode');
+				const built = nodes.map((parameters, i) =>
+					node(`${name} ${i + 1}`, LEDGER, { backend: 'postgres', resource: 'key', ...parameters }, { credentials: { idempotencyPostgresApi: creds.ledger } }),
+				);
+				const chainOf = [h, ...built];
+				const connections = Object.fromEntries(chainOf.slice(0, -1).map((n, i) => [n.name, { main: [[{ node: chainOf[i + 1].name, type: 'main', index: 0 }]] }]));
+				return { name: `on call: ${name}`, nodes: chainOf, connections, settings: { executionOrder: 'v1' } };
+			};
+			const releaseStep = {
+				operation: 'release',
+				scope: 'shared',
+				namespace: '={{ $json.namespace }}',
+				key: '={{ $json.key }}',
+				releaseScope: 'step',
+				step: '={{ $json.step }}',
+				evenIfHeld: false,
+				releasedBy: 'on-call: jane (INC-9)',
+			};
+			const listAll = (status: string) => ({ operation: 'list', scope: 'all', status, notUpdatedFor: 0, notUpdatedForUnit: 'minutes', returnAll: true, maxRows: 1000, cursor: '', output: 'rows' });
+			// Step 1 of the recipe, as one workflow: List (Stuck Before Sending) → Release (Nothing Was Sent).
+			await n8n!.deploy(ops('Free What Never Started', 'recipe-step1', [listAll('stuck'), { ...releaseStep, resolution: 'none' }]));
+			// Step 2: List (Stuck While Sending); then one Release per row with the operator's answer.
+			await n8n!.deploy(ops('Stuck While Sending', 'recipe-step2-list', [listAll('stuck_sending')]));
+			await n8n!.deploy(
+				ops('Release With Answer', 'recipe-step2-release', [
+					{ ...releaseStep, namespace: '={{ $json.body.namespace }}', key: '={{ $json.body.key }}', step: '={{ $json.body.step }}', resolution: '={{ $json.body.resolution }}' },
+				]),
+			);
+
+			for (const id of all) expect((await n8n!.post('recipe-slack', event(id))).status).toBe(200);
+			for (const id of all) await front.waitFor((r) => r.body?.text === `Order paid: ${id}`);
+			expect(all.map((id) => slackTexts(slack, id).length)).toEqual([1, 1, 1, 1, 0, 0, 0, 0]);
+
+			await n8n!.kill('SIGKILL');
+			await n8n!.restart();
+			await n8n!.waitForWebhook('recipe-slack');
+			await n8n!.waitForWebhook('recipe-step1');
+			await ledger.waitForLeasesToLapse(ns, all);
+			expect((await ledger.rows(ns)).map((r) => [r.key, r.step, r.status, r.phase])).toEqual(
+				[...all].sort().flatMap((id) => [
+					[id, '', 'in_progress', null],
+					[id, 'slackNotify', 'in_progress', 'sending'],
+				]),
+			);
+
+			// Step 1: the gate's unit rows are freed; no step that reached sending is touched.
+			const step1 = await n8n!.post('recipe-step1', {});
+			expect(step1.status).toBe(200);
+			const ours = (step1.body as Array<Record<string, any>>).filter((r) => r.namespace === ns);
+			expect(ours.map((r) => [r.key, r.step, r.released, r.refused]).sort()).toEqual([...all].sort().map((id) => [id, '', 1, 0]));
+			expect((await ledger.rows(ns)).map((r) => r.step)).toEqual(all.map(() => 'slackNotify'));
+
+			// Step 2: for each step that may have gone out, the operator looks in Slack and answers.
+			const listed = (await n8n!.post('recipe-step2-list', {})).body as Array<Record<string, any>>;
+			const mine = listed.filter((r) => r.namespace === ns);
+			expect(mine.map((r) => [r.key, r.step, r.mayHaveBeenSent]).sort()).toEqual([...all].sort().map((id) => [id, 'slackNotify', true]));
+			for (const r of mine) {
+				const resolution = slackTexts(slack, r.key).length > 0 ? 'sent' : 'not_sent';
+				const answer = await n8n!.post('recipe-step2-release', { namespace: ns, key: r.key, step: r.step, resolution });
+				expect(answer.body).toEqual([expect.objectContaining({ key: r.key, refused: 0, ...(resolution === 'sent' ? { recordedSent: 1 } : { released: 1 }) })]);
+			}
+
+			// Step 3: every event is delivered again, twice.
+			for (let round = 0; round < 2; round++) {
+				const before = await executionIds(flow);
+				for (const id of all) await n8n!.post('recipe-slack', event(id));
+				const runs = await newExecutions(flow, before, all.length);
+				expect(runs.filter((r) => r.status !== 'success').map((r) => r.id)).toEqual([]);
+			}
+			// Exactly one message per event: the 4 posted before the crash were not posted again,
+			// the 4 lost ones were posted once.
+			expect(all.map((id) => slackTexts(slack, id).length)).toEqual([1, 1, 1, 1, 1, 1, 1, 1]);
+			expect((await ledger.rows(ns)).map((r) => [r.key, r.step, r.status])).toEqual(
+				[...all].sort().flatMap((id) => [
+					[id, '', 'completed'],
+					[id, 'slackNotify', 'completed'],
+				]),
+			);
+			const audit = (await ledger.audit(ns)).map((a) => [a.key, a.step, a.action]);
+			expect(audit.filter((a) => a[2] === 'resolve_sent').map((a) => a[0]).sort()).toEqual([...posted].sort());
+		} finally {
+			await front.close();
+		}
 	});
 });

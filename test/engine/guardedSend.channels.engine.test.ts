@@ -183,13 +183,14 @@ describe('engine: Guarded Send channels', () => {
 		expect(slack.messages.filter((m) => m.text === 'Order d-1 paid')).toHaveLength(1);
 	});
 
-	test('another run holds the step: Skipped (in_progress) at once, never Needs Review, or wait for it (then send when its claim lapsed unsent, or skip when it finished)', async () => {
+	test('another run holds the step: In Progress at once, never Needs Review or Skipped, or wait for it (then send when its claim lapsed unsent, or skip when it finished)', async () => {
 		const ns = `workflow:${wf}`;
 		const claim = (key: string, leaseMs: number) =>
 			fx.ledger.claim([{ namespace: ns, key, step: 'Send', fingerprint: null }], { mode: 'lease', holder: 'execution:other', leaseMs, ttlMs: 86_400_000 });
 		await claim('w-1', 60_000);
 		const busy = await run(slackSend(), orders('w-1'));
-		expect(facts(busy, 1)[0]).toMatchObject({ outcome: 'skipped', reason: 'in_progress' });
+		expect(facts(busy, 3)[0]).toMatchObject({ outcome: 'in_progress', reason: 'in_progress' });
+		expect(facts(busy, 1)).toEqual([]);
 		expect(facts(busy, 2)).toEqual([]);
 
 		await claim('w-2', 1_500);

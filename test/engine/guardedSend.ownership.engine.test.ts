@@ -84,12 +84,13 @@ describe('engine: Guarded Send and the ledger as the only clock and owner', () =
 		);
 	const rows = async (key: string) => fx.ledger.get(ns(), key);
 
-	test.each([10_000, -10_000])('n8n host clock %i ms off: a step another run is sending is Skipped as in_progress, never "already sent", and the unit stays open', async (skewMs) => {
+	test.each([10_000, -10_000])('n8n host clock %i ms off: a step another run is sending leaves on In Progress, never Skipped as "already sent", and the unit stays open', async (skewMs) => {
 		await fx.ledger.claim([{ namespace: ns(), key: 'sk-1', step: 'Send', fingerprint: null }], { mode: 'lease', holder: 'execution:other', leaseMs: 5_000, ttlMs: DAY });
 		const r = await withHostClockSkew(skewMs, () => run(slackSend({ completeUnit: true }), orders('sk-1')));
 		expect(r.error).toBeUndefined();
-		expect(facts(r, 1)).toEqual([expect.objectContaining({ outcome: 'skipped', reason: 'in_progress', status: 'in_progress' })]);
+		expect(facts(r, 3)).toEqual([expect.objectContaining({ outcome: 'in_progress', reason: 'in_progress', status: 'in_progress' })]);
 		expect(facts(r, 0)).toEqual([]);
+		expect(facts(r, 1)).toEqual([]);
 		expect(facts(r, 2)).toEqual([]);
 		expect((await rows('sk-1')).map((row) => [row.step, row.status])).toEqual([['Send', 'in_progress']]);
 		expect(slack.messages.filter((m) => m.text === 'Order sk-1 paid')).toHaveLength(0);

@@ -106,6 +106,7 @@ export function migrations(t: TableNames, table: string): string[] {
 			ALTER COLUMN step TYPE text COLLATE "C",
 			ADD COLUMN IF NOT EXISTS fence bigint;
 		ALTER TABLE ${t.counters} ALTER COLUMN namespace TYPE text COLLATE "C";
-		CREATE SEQUENCE IF NOT EXISTS ${t.fenceSequence};`,
+		-- Owned by the column: dropping the ledger table drops its sequence too.
+		CREATE SEQUENCE IF NOT EXISTS ${t.fenceSequence} OWNED BY ${t.ledger}.fence;`,
 	];
 }
