@@ -29,11 +29,14 @@ const node = (name: string, type: string, parameters: INode['parameters'], x: nu
 const chain = (...names: string[]): IConnections =>
 	Object.fromEntries(names.slice(0, -1).map((name, i) => [name, { main: [[{ node: names[i + 1], type: 'main', index: 0 }]] }]));
 
+// An on-call person runs these flows from the editor ("Execute workflow" / "Execute step"):
+// mode 'manual', which must still act on the production rows.
 const run = (workflow: EngineWorkflow, workflowId = 'wf-oncall') =>
 	runWorkflow(workflow, {
 		credentials: f.credentials as never,
 		nodeTypes: { [LEDGER_TYPE]: new IdempotencyLedger() },
 		workflowId,
+		mode: 'manual',
 	});
 
 const counts = async () => ({

@@ -238,7 +238,11 @@ export interface RunWorkflowOptions {
 	startNode?: string;
 	/** Items given to the start node. Default `[{ json: {} }]`, as n8n does. */
 	startItems?: INodeExecutionData[];
-	/** Execution mode. Default 'manual' (as n8n's own NodeTestHarness). */
+	/**
+	 * Execution mode. Default 'trigger': a production run, as when a trigger starts the workflow.
+	 * 'manual' is an editor test run ("Execute workflow"), which the nodes keep out of the
+	 * production namespaces (lib/n8n/testRuns.ts).
+	 */
 	mode?: WorkflowExecuteMode;
 }
 
@@ -309,7 +313,7 @@ export async function runWorkflow(
 
 	const workflowId = options.workflowId ?? workflowJson.id ?? 'engine-harness-workflow';
 	const executionId = options.executionId ?? `engine-harness-${++executionCounter}`;
-	const mode = options.mode ?? 'manual';
+	const mode = options.mode ?? 'trigger';
 	const settings: IWorkflowSettings = { executionOrder: 'v1', ...(workflowJson.settings ?? {}) };
 
 	const workflow = new Workflow({
