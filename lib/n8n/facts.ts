@@ -1,6 +1,7 @@
 import type { IDataObject } from 'n8n-workflow';
 
 import type { LedgerRecord } from '../ledger/types';
+import { isTestNamespace } from './testRuns';
 
 /** Every node adds its ledger facts to an output item under this one field. */
 export const FACTS_FIELD = 'idempotency';
@@ -40,6 +41,8 @@ export function factsOf(outcome: Outcome, namespace: string, key: string, step: 
 		externalId: record?.externalId ?? null,
 		result: (record?.result ?? null) as IDataObject | null,
 		version: record?.version ?? null,
+		// Only on items of editor test runs that used their test namespace.
+		...(isTestNamespace(namespace) ? { testRun: true } : {}),
 	};
 }
 

@@ -3,6 +3,7 @@ import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n
 import { DURATION_UNITS, toMilliseconds, type DurationUnit } from '../ledger/duration';
 import { assertNamespace } from '../ledger/validate';
 import { parameterSource } from './keySource';
+import { testNamespace, testRunPolicy } from './testRuns';
 
 const unitOptions = Object.keys(DURATION_UNITS).map((unit) => ({
 	name: unit[0].toUpperCase() + unit.slice(1),
@@ -61,8 +62,28 @@ export function readDuration(ctx: IExecuteFunctions, name: string, what: string)
 	return toMilliseconds(amount, unit, what);
 }
 
-/** Namespace per item: constant in the usual case, read per item only when it holds an expression. */
+/**
+ * Namespace per item: constant in the usual case, read per item only when it holds an expression.
+ * An editor test run gets its test namespace instead (see testRuns.ts), unless the node is set to
+ * use the production namespace; the Idempotency Ledger node always gets the production one.
+ */
 export function namespaceReader(ctx: IExecuteFunctions): (itemIndex: number, item: INodeExecutionData) => string {
+	const production = productionNamespaceReader(ctx);
+	if (testRunPolicy(ctx).choice === 'production') return production;
+	let last: string | undefined;
+	let test = '';
+	return (i, item) => {
+		const namespace = production(i, item);
+		if (namespace !== last) {
+			test = testNamespace(namespace);
+			last = namespace;
+		}
+		return test;
+	};
+}
+
+/** The namespace the node's Scope and Namespace name, whatever the execution mode. */
+function productionNamespaceReader(ctx: IExecuteFunctions): (itemIndex: number, item: INodeExecutionData) => string {
 	const scope = ctx.getNodeParameter('scope', 0) as string;
 	if (scope !== 'shared') {
 		const id = ctx.getWorkflow().id ?? 'unsaved';

@@ -9,6 +9,7 @@ import {
 
 import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
 import { durationProperties, scopeProperties } from '../../lib/n8n/scope';
+import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executeDedupeGate } from './execute';
 
 /**
@@ -183,6 +184,7 @@ export class DedupeGate implements INodeType {
 						placeholder: 'e.g. body',
 						description: 'Comma-separated fields whose content must match on a repeat. Empty compares the whole item (only "body" for Webhook items).',
 					},
+					editorTestRunsOption(false),
 					{
 						displayName: 'Let Items Through if the Ledger Is Down',
 						name: 'failOpen',

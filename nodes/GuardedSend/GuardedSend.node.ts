@@ -9,6 +9,7 @@ import {
 import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
 import { unitKeyProperties } from '../../lib/n8n/lineage';
 import { durationProperties } from '../../lib/n8n/scope';
+import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { emailProperties } from './channels/email';
 import { httpProperties } from './channels/http';
 import { slackProperties } from './channels/slack';
@@ -176,6 +177,7 @@ export class GuardedSend implements INodeType {
 						default: 100,
 						description: 'Items claimed, sent and recorded together. Smaller batches leave fewer items uncertain if the run dies.',
 					},
+					editorTestRunsOption(false, 'When the key comes from the Dedupe Gate (automatic), the gate\'s namespace is used, so this matters only for a key given as an expression.'),
 					{
 						displayName: 'Initial Backoff (Ms)',
 						name: 'initialBackoff',

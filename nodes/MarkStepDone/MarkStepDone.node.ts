@@ -9,6 +9,7 @@ import {
 import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
 import { unitKeyProperties } from '../../lib/n8n/lineage';
 import { durationProperties } from '../../lib/n8n/scope';
+import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executeMarkStepDone } from './execute';
 
 export class MarkStepDone implements INodeType {
@@ -105,6 +106,7 @@ export class MarkStepDone implements INodeType {
 				placeholder: 'Add Option',
 				default: {},
 				options: [
+					editorTestRunsOption(false, 'When the key comes from the Dedupe Gate (automatic), the gate\'s namespace is used, so this matters only for a key given as an expression.'),
 					{
 						displayName: 'Record Even if Another Run Holds the Key',
 						name: 'overrideClaim',

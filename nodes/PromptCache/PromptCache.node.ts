@@ -9,6 +9,7 @@ import {
 
 import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
 import { durationProperties, scopeProperties } from '../../lib/n8n/scope';
+import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executePromptCache } from './execute';
 
 /**
@@ -346,6 +347,7 @@ export class PromptCache implements INodeType {
 						default: false,
 						description: 'Whether to ignore a stored answer and send the item to Miss, so the AI node answers again and Store replaces the answer. Can be an expression per item.',
 					},
+					editorTestRunsOption(false),
 					{
 						displayName: 'Go to Miss if the Ledger Is Down',
 						name: 'failOpen',
@@ -386,6 +388,7 @@ export class PromptCache implements INodeType {
 						placeholder: 'e.g. choices[0].message',
 						description: 'Store only this field of the AI node\'s output. Leave empty to store the whole output, so a Hit looks exactly like the AI node\'s output.',
 					},
+					editorTestRunsOption(false, 'When Store follows its Lookup, the Lookup\'s namespace is used.'),
 					{
 						displayName: 'Max Answer Size (KB)',
 						name: 'maxResponseKb',
@@ -395,6 +398,15 @@ export class PromptCache implements INodeType {
 						description: 'Largest answer stored, measured as JSON. A larger one fails the item with a clear error.',
 					},
 				],
+			},
+			{
+				displayName: 'Options',
+				name: 'statsOptions',
+				type: 'collection',
+				placeholder: 'Add Option',
+				default: {},
+				displayOptions: { show: { operation: ['stats'] } },
+				options: [editorTestRunsOption(false, 'A test run with a separate namespace shows the stats of test runs.')],
 			},
 		],
 };
