@@ -62,6 +62,12 @@ export function testRunPolicy(ctx: IExecuteFunctions): TestRunPolicy {
 	return { testRun: true, choice };
 }
 
+/** The execution hint a node adds when it skipped the ledger for a test run. */
+export const skippedLedgerHint = (what: string) => ({
+	message: `This was a test run from the editor and "Editor Test Runs" is set to "Skip the Ledger": ${what}, and nothing was written to the ledger. Runs started by a trigger or webhook use the ledger as usual.`,
+	location: 'outputPane' as const,
+});
+
 const separate = {
 	name: 'Use a Separate Test Namespace',
 	value: 'separate',

@@ -184,7 +184,7 @@ export class DedupeGate implements INodeType {
 						placeholder: 'e.g. body',
 						description: 'Comma-separated fields whose content must match on a repeat. Empty compares the whole item (only "body" for Webhook items).',
 					},
-					editorTestRunsOption(false),
+					editorTestRunsOption(true, '"Skip the Ledger" sends every item to New.'),
 					{
 						displayName: 'Let Items Through if the Ledger Is Down',
 						name: 'failOpen',

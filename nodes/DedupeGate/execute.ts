@@ -18,6 +18,7 @@ import {
 } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader, readDuration } from '../../lib/n8n/scope';
+import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
 
 const NEW = 0;
 const DUPLICATE = 1;
@@ -38,6 +39,8 @@ interface GateConfig {
 	ttlMs: number;
 	onMismatch: 'duplicate' | 'route' | 'error';
 	failOpen: boolean;
+	/** An editor test run set to "Skip the Ledger". */
+	skipLedger: boolean;
 }
 
 const splitFields = (text: unknown, what: string): PathSegment[][] => {
@@ -127,6 +130,7 @@ function readConfig(ctx: IExecuteFunctions): GateConfig {
 		ttlMs: readDuration(ctx, 'retention', 'retention ("Keep Keys For")'),
 		onMismatch: ctx.getNodeParameter('onMismatch', 0) as GateConfig['onMismatch'],
 		failOpen: options.failOpen === true,
+		skipLedger: testRunPolicy(ctx).choice === 'skip',
 	};
 }
 
@@ -180,6 +184,15 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 		});
 	}
 	if (requests.length === 0) return outputs;
+
+	if (config.skipLedger) {
+		this.addExecutionHints(skippedLedgerHint('every item went to New without a duplicate check'));
+		requestItem.forEach((index, r) => {
+			const q = requests[r];
+			outputs[NEW].push(withFacts(items[index], index, factsOf('unverified', q.namespace, q.key, q.step, null)));
+		});
+		return outputs;
+	}
 
 	let outcomes: ClaimOutcome[];
 	try {

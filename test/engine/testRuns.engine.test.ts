@@ -115,6 +115,32 @@ describe('Dedupe Gate: an editor test run with a real event', () => {
 		const real = await run(gateFlow(gate), 'webhook');
 		expect(outcomes(real)).toEqual(DUPLICATE);
 	});
+
+	test('"Skip the Ledger": every item goes to New unverified, with a hint, and nothing is written', async () => {
+		const gate = { mode: 'lease', options: { editorTestRuns: 'skip' } };
+		const items = JSON.stringify([{ id: 'evt_skip' }, { id: 'evt_skip' }, { id: 'evt_other' }]);
+		const flow = () => [node('Start', 'test.manualTrigger'), node('Event', 'test.items', { items }), node('Gate', GATE, { keySource: 'field', keyField: 'id', ...gate })];
+		for (let i = 0; i < 2; i++) {
+			const test = await run(flow(), 'manual');
+			expect(test.error).toBeUndefined();
+			const [fresh, duplicate, inProgress] = test.outputs('Gate');
+			expect(fresh.map((x) => x.json.id)).toEqual(['evt_skip', 'evt_skip', 'evt_other']);
+			expect(duplicate).toEqual([]);
+			expect(inProgress).toEqual([]);
+			expect(facts(fresh[0])).toMatchObject({ outcome: 'unverified', key: 'evt_skip', namespace: `editor-test:workflow:${wf}`, status: null, testRun: true });
+			expect(test.runs('Gate')[0].hints).toEqual([expect.objectContaining({ message: expect.stringContaining('Skip the Ledger') })]);
+		}
+		expect(await rows('namespace LIKE $1', [`%${wf}`])).toEqual([]);
+
+		// Bad input still fails as it would for real.
+		const bad = await run([node('Start', 'test.manualTrigger'), node('Event', 'test.items', { items: '[{"other": 1}]' }), node('Gate', GATE, { keySource: 'field', keyField: 'id', ...gate })], 'manual');
+		expect(bad.nodeError('Gate')?.message).toMatch(/key/);
+
+		// The real delivery claims as usual.
+		const real = await run(flow(), 'webhook');
+		expect(outcomes(real)).toEqual({ fresh: 2, duplicate: 1, inProgress: 0 });
+		expect(await rows('namespace LIKE $1', [`%${wf}`])).toHaveLength(2);
+	});
 });
 
 describe('Mark Step Done in a test run', () => {
