@@ -347,7 +347,7 @@ export class PromptCache implements INodeType {
 						default: false,
 						description: 'Whether to ignore a stored answer and send the item to Miss, so the AI node answers again and Store replaces the answer. Can be an expression per item.',
 					},
-					editorTestRunsOption(false),
+					editorTestRunsOption(true, '"Skip the Ledger" sends every item to Miss.'),
 					{
 						displayName: 'Go to Miss if the Ledger Is Down',
 						name: 'failOpen',
@@ -388,7 +388,7 @@ export class PromptCache implements INodeType {
 						placeholder: 'e.g. choices[0].message',
 						description: 'Store only this field of the AI node\'s output. Leave empty to store the whole output, so a Hit looks exactly like the AI node\'s output.',
 					},
-					editorTestRunsOption(false, 'When Store follows its Lookup, the Lookup\'s namespace is used.'),
+					editorTestRunsOption(true, 'When Store follows its Lookup, the Lookup\'s namespace is used. "Skip the Ledger" stores nothing.'),
 					{
 						displayName: 'Max Answer Size (KB)',
 						name: 'maxResponseKb',

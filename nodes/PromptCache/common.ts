@@ -6,6 +6,7 @@ import type { PromptEnvelope } from '../../lib/ledger/promptHash';
 import type { LedgerRecord } from '../../lib/ledger/types';
 import { MAX_NAMESPACE_LENGTH } from '../../lib/ledger/validate';
 import { FACTS_FIELD, factsOf, PROMPT_CACHE_STEP } from '../../lib/n8n/facts';
+import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
 
 /** Ledger step of a cache entry. The key is the prompt hash. */
 export const CACHE_STEP = PROMPT_CACHE_STEP;
@@ -74,3 +75,57 @@ export const factsOfItem = (item: INodeExecutionData): IDataObject | null => {
 
 
 export const seconds = (ms: number) => Math.max(0, Math.round(ms / 100) / 10);
+
+const SKIPPED_REASON = 'Editor test run: the ledger was skipped';
+
+const withCacheFacts = (item: INodeExecutionData, index: number, facts: IDataObject): INodeExecutionData => ({
+	json: { ...item.json, [FACTS_FIELD]: facts },
+	...(item.binary ? { binary: item.binary } : {}),
+	pairedItem: { item: index },
+});
+
+/**
+ * Lookup in an editor test run set to "Skip the Ledger": the hashed items go to Miss (output 1 of
+ * `outputs`) without reading or writing the ledger, and the outputs are returned. Null in every
+ * other run. Called once the items are hashed, so bad input still fails as it would for real.
+ */
+export function skippedLookup(
+	ctx: IExecuteFunctions,
+	items: INodeExecutionData[],
+	rows: ReadonlyArray<{ index: number; namespace: string; hash: string; envelope: PromptEnvelope }>,
+	hashOnly: boolean,
+	outputs: INodeExecutionData[][],
+): INodeExecutionData[][] | null {
+	if (testRunPolicy(ctx).choice !== 'skip') return null;
+	if (rows.length > 0) ctx.addExecutionHints(skippedLedgerHint('every item went to Miss without a cache check'));
+	for (const row of rows) {
+		const facts = cacheFacts('unverified', row.namespace, row.hash, null, {
+			computing: false,
+			reason: SKIPPED_REASON,
+			model: row.envelope.model,
+			hashOnly,
+			...(hashOnly ? {} : { prompt: row.envelope as unknown as IDataObject }),
+		});
+		outputs[1].push(withCacheFacts(items[row.index], row.index, facts));
+	}
+	return outputs;
+}
+
+/**
+ * Store in an editor test run set to "Skip the Ledger": the items with an answer (or an error) to
+ * store pass on as not stored, nothing is written, and the output is returned. Null in every other
+ * run. `results` holds the items already settled (Hit answers, failed items).
+ */
+export function skippedStore(
+	ctx: IExecuteFunctions,
+	items: INodeExecutionData[],
+	results: Array<INodeExecutionData | undefined>,
+	targets: ReadonlyArray<{ index: number; target: { namespace: string; hash: string } }>,
+): INodeExecutionData[][] | null {
+	if (testRunPolicy(ctx).choice !== 'skip') return null;
+	if (targets.length > 0) ctx.addExecutionHints(skippedLedgerHint('no answer was stored'));
+	for (const { index, target } of targets) {
+		results[index] = withCacheFacts(items[index], index, cacheFacts('not_stored', target.namespace, target.hash, null, { reason: SKIPPED_REASON }));
+	}
+	return [results.filter((r): r is INodeExecutionData => r !== undefined)];
+}
