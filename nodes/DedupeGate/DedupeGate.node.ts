@@ -89,6 +89,9 @@ const keyProperties: INodeProperties[] = [
 	},
 ];
 
+// Not offered to AI agents as a tool (least privilege): an agent has no need to gate items.
+// Only Guarded Send is. The rule below asks every node to declare usableAsTool.
+// eslint-disable-next-line @n8n/community-nodes/node-usable-as-tool
 export class DedupeGate implements INodeType {
 	description: INodeTypeDescription = {
 		displayName: 'Dedupe Gate',
@@ -100,7 +103,6 @@ export class DedupeGate implements INodeType {
 		description: 'Let each key through once, however often a flow is retried or replayed',
 		defaults: { name: 'Dedupe Gate' },
 		inputs: [NodeConnectionTypes.Main],
-		usableAsTool: true,
 		outputs: `={{(${configuredOutputs})($parameter)}}`,
 		credentials: [
 			{

@@ -25,6 +25,7 @@ export class GuardedSend implements INodeType {
 		subtitle: '={{ {"http": "HTTP request", "slack": "Slack message", "email": "Email"}[$parameter["channel"]] + " (once per key)" }}',
 		description: 'Send a Slack message, an email or an HTTP request at most once per key, even when the flow is retried or a run dies halfway',
 		defaults: { name: 'Guarded Send' },
+		// An agent deciding to send a message or call an API, exactly once, is a real use.
 		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main, NodeConnectionTypes.Main, NodeConnectionTypes.Main],

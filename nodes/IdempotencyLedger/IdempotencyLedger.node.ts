@@ -12,7 +12,10 @@ import * as key from './actions/key/Key.resource';
 import * as ledger from './actions/ledger/Ledger.resource';
 import { router } from './actions/router';
 
+// Not offered to AI agents as a tool (least privilege): an agent has no need to release, reset or purge rows.
+// Only Guarded Send is. The rule below asks every node to declare usableAsTool.
 /** The operator's node: inspect and repair the idempotency ledger. Each operation lives in actions/. */
+// eslint-disable-next-line @n8n/community-nodes/node-usable-as-tool
 export class IdempotencyLedger implements INodeType {
 	description: INodeTypeDescription = {
 		displayName: 'Idempotency Ledger',
@@ -26,7 +29,6 @@ export class IdempotencyLedger implements INodeType {
 		defaults: { name: 'Idempotency Ledger' },
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
-		usableAsTool: true,
 		credentials: [
 			{
 				name: 'idempotencyPostgresApi',

@@ -12,6 +12,9 @@ import { durationProperties } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executeMarkStepDone } from './execute';
 
+// Not offered to AI agents as a tool (least privilege): an agent has no need to record steps.
+// Only Guarded Send is. The rule below asks every node to declare usableAsTool.
+// eslint-disable-next-line @n8n/community-nodes/node-usable-as-tool
 export class MarkStepDone implements INodeType {
 	description: INodeTypeDescription = {
 		displayName: 'Mark Step Done',
@@ -22,7 +25,6 @@ export class MarkStepDone implements INodeType {
 		subtitle: '={{ ($parameter["step"] ? $parameter["step"] : "unit of work") + ": " + $parameter["status"] }}',
 		description: 'Record that a step of a unit of work happened, with its result, so that a retry skips it',
 		defaults: { name: 'Mark Step Done' },
-		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
 		credentials: [

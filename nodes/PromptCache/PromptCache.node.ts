@@ -263,6 +263,9 @@ const storeProperties: INodeProperties[] = [
 	...durationProperties('ttl', 'Keep Answers For', 30, 'days', 'How long a stored answer is served. After that the prompt misses again.', store),
 ];
 
+// Not offered to AI agents as a tool (least privilege): an agent has no need to read or write the cache.
+// Only Guarded Send is. The rule below asks every node to declare usableAsTool.
+// eslint-disable-next-line @n8n/community-nodes/node-usable-as-tool
 export class PromptCache implements INodeType {
 	description: INodeTypeDescription = {
 		displayName: 'Prompt Cache',
@@ -274,7 +277,6 @@ export class PromptCache implements INodeType {
 		description: 'Answer a repeated LLM prompt from the ledger instead of paying for it again',
 		defaults: { name: 'Prompt Cache' },
 		inputs: [NodeConnectionTypes.Main],
-		usableAsTool: true,
 		outputs: `={{(${configuredOutputs})($parameter)}}`,
 		credentials: [
 			{
