@@ -27,6 +27,7 @@ import { assertKey, assertNamespace } from '../ledger/validate';
 import { FACTS_FIELD, PROMPT_CACHE_STEP } from './facts';
 import { parameterSource, toKeyText, type ValueSource } from './keySource';
 import { namespaceReader, scopeProperties } from './scope';
+import { testNamespace } from './testRuns';
 
 export const GATE_TYPE_SUFFIX = '.dedupeGate';
 
@@ -63,7 +64,7 @@ export function factsKey(value: unknown): FactsKey | null {
  */
 function ownNamespaces(ctx: IExecuteFunctions): Set<string> {
 	const namespace = `workflow:${ctx.getWorkflow().id ?? 'unsaved'}`;
-	return new Set([namespace, `test:${namespace}`]);
+	return new Set([namespace, testNamespace(namespace)]);
 }
 
 interface Gate {

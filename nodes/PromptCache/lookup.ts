@@ -19,6 +19,7 @@ import {
 	isObject,
 	isStoredEntry,
 	seconds,
+	skippedLookup,
 	statsNamespace,
 	type StoredEntry,
 } from './common';
@@ -349,6 +350,8 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 		});
 	}
 	if (rows.length === 0) return outputs;
+	const skipped = skippedLookup(this, items, rows, config.hashOnly, outputs);
+	if (skipped) return skipped;
 
 	const holder = holderOf(this);
 	const claimOptions: ClaimOptions = { mode: 'lease', holder, leaseMs: config.leaseMs, ttlMs: config.leaseMs };

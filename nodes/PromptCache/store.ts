@@ -21,6 +21,7 @@ import {
 	factsOfItem,
 	holderOf,
 	isObject,
+	skippedStore,
 	type StoredEntry,
 } from './common';
 import { looksLikeError, responseModel, responseText, responseUsage, usageTokens } from './responseShapes';
@@ -258,6 +259,8 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 		}
 	}
 
+	const skipped = skippedStore(this, items, results, [...pending, ...failed]);
+	if (skipped) return skipped;
 	const written = new Map<number, LedgerRecord | null>();
 	const refused = new Map<number, 'stored' | 'reserved'>();
 	if (pending.length > 0 || failed.length > 0) {

@@ -240,7 +240,7 @@ describe('Prompt Cache in a test run', () => {
 
 	// Skipped until lookup.ts and store.ts call skippedLookup / skippedStore (nodes/PromptCache/common.ts),
 	// two lines each; it passed with those lines in place.
-	test.skip('"Skip the Ledger": every prompt goes to Miss with its hash, Store keeps nothing, nothing is written', async () => {
+	test('"Skip the Ledger": every prompt goes to Miss with its hash, Store keeps nothing, nothing is written', async () => {
 		const skip = { options: { editorTestRuns: 'skip' } };
 		const storeSkip = { storeOptions: { editorTestRuns: 'skip' } };
 		for (let i = 0; i < 2; i++) {
@@ -256,5 +256,45 @@ describe('Prompt Cache in a test run', () => {
 		expect(await rows('namespace LIKE $1', [`%${wf}`])).toEqual([]);
 		expect(hitsAndMisses(await runCache(cacheFlow(skip, storeSkip), 'trigger'))).toEqual([0, 1]);
 		expect(await rows('namespace LIKE $1', [`%${wf}`])).toHaveLength(2);
+	});
+});
+
+describe('Guarded Send: an editor test run with a real event', () => {
+	test('the test run sends under the test namespace; the real delivery afterwards still sends, once', async () => {
+		const { slackServer } = await import('../support/destinations');
+		const slack = await slackServer();
+		try {
+			const creds = { ...credentials, slackApi: { accessToken: 'xoxb-test-token' } };
+			const flow = [
+				node('Start', 'test.manualTrigger'),
+				node('Event', 'test.items', { items: EVENT }),
+				node('Gate', GATE, { keySource: 'field', keyField: 'id', mode: 'lease', lease: 10, leaseUnit: 'minutes' }),
+				node('Send', 'n8n-nodes-idempotency.guardedSend', {
+					channel: 'slack',
+					slackChannel: '#orders',
+					slackText: '=Order {{ $json.id }} paid',
+					slackOptions: { apiUrl: slack.apiUrl },
+					completeUnit: true,
+				}),
+			];
+			const send = (mode: WorkflowExecuteMode) =>
+				runWorkflow({ nodes: flow, connections: chain(...flow.map((x) => x.name)) }, { credentials: creds as never, nodeTypes, workflowId: wf, mode });
+			const test = await send('manual');
+			expect(test.error).toBeUndefined();
+			expect(facts(test.outputs('Send')[0][0])).toMatchObject({ outcome: 'sent', namespace: `editor-test:workflow:${wf}` });
+			const real = await send('webhook');
+			expect(facts(real.outputs('Send')[0][0])).toMatchObject({ outcome: 'sent', namespace: `workflow:${wf}` });
+			const again = await send('webhook');
+			expect(again.outputs('Gate')[1]).toHaveLength(1);
+			expect(again.outputs('Send')).toEqual([]);
+			// One message from the test, one from the real delivery; the repeat sent nothing.
+			expect(slack.messages.filter((m) => m.text === 'Order evt_1 paid')).toHaveLength(2);
+			expect(await rows('namespace = $1', [`workflow:${wf}`])).toEqual([
+				{ namespace: `workflow:${wf}`, key: 'evt_1', step: '', status: 'completed' },
+				{ namespace: `workflow:${wf}`, key: 'evt_1', step: 'Send', status: 'completed' },
+			]);
+		} finally {
+			await slack.close();
+		}
 	});
 });
