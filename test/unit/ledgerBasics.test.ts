@@ -70,3 +70,47 @@ describe('validation', () => {
 		expect(() => postgresSettingsFrom({ host: 'db', table: 'bad-name' })).toThrow(/table name/);
 	});
 });
+
+describe('PostgreSQL statements that meet a deadlock or serialization failure', () => {
+	/** A pool whose statements fail with `code` the first `failures` times (the schema check always answers). */
+	function stubPool(code: string, failures: number) {
+		let calls = 0;
+		const pool = {
+			query: async (text: string) => {
+				if (text.includes('_migrations')) return { rows: [{ v: 99 }] };
+				calls++;
+				if (calls <= failures) throw Object.assign(new Error(`driver text ${code}`), { code });
+				return { rows: [] };
+			},
+			end: async () => undefined,
+		};
+		return { pool: pool as never, calls: () => calls };
+	}
+
+	test.each(['40P01', '40001'])('%s: run again, and the caller never sees it when a retry succeeds', async (code) => {
+		const stub = stubPool(code, 3);
+		const ledger = new PostgresLedger({ pool: stub.pool });
+		expect(await ledger.get('ns', 'k')).toEqual([]);
+		expect(stub.calls()).toBe(4);
+	});
+
+	test('still failing after the retries: a readable error, no driver text', async () => {
+		const stub = stubPool('40P01', 100);
+		const ledger = new PostgresLedger({ pool: stub.pool });
+		const error = await ledger.get('ns', 'k').then(
+			() => null,
+			(e: Error & { hint?: string }) => e,
+		);
+		expect(error?.message).toBe('The ledger database kept stopping this write because concurrent runs were changing the same keys');
+		expect(error?.hint).toMatch(/Run the execution again/);
+		expect(error?.message).not.toMatch(/driver text/);
+		expect(stub.calls()).toBe(5);
+	});
+
+	test('other errors are not retried', async () => {
+		const stub = stubPool('23505', 1);
+		const ledger = new PostgresLedger({ pool: stub.pool });
+		await expect(ledger.get('ns', 'k')).rejects.toBeDefined();
+		expect(stub.calls()).toBe(1);
+	});
+});
