@@ -11,32 +11,13 @@ import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { slackServer, stripeLikeServer, type SlackServer, type StripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 import { nodeTypes } from '../integration/fixtures/guarded-workflow';
+import { withHostClockSkew } from '../support/clock';
 
 const orders = (...ids: string[]) => JSON.stringify(ids.map((id) => ({ id, amount: 100 })));
 const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}', scope: 'workflow' };
 const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output] ?? []).map((i) => i.json.idempotency as Record<string, unknown>);
 const DAY = 86_400_000;
 
-/** Runs `body` with this process's clock (Date.now, new Date()) `skewMs` off; the database keeps its own. */
-async function withHostClockSkew<T>(skewMs: number, body: () => Promise<T>): Promise<T> {
-	const RealDate = Date;
-	const realNow = RealDate.now.bind(RealDate);
-	class SkewedDate extends RealDate {
-		constructor(...args: unknown[]) {
-			if (args.length === 0) super(realNow() + skewMs);
-			else super(...(args as [number]));
-		}
-		static now() {
-			return realNow() + skewMs;
-		}
-	}
-	globalThis.Date = SkewedDate as DateConstructor;
-	try {
-		return await body();
-	} finally {
-		globalThis.Date = RealDate;
-	}
-}
 
 describe('engine: Guarded Send and the ledger as the only clock and owner', () => {
 	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;

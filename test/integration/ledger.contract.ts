@@ -10,6 +10,7 @@ import {
 	type LedgerRecord,
 	type RecordOutcome,
 } from '../../lib/ledger';
+import { withHostClockSkew } from '../support/clock';
 
 export interface LedgerFixture {
 	ledger: Ledger;
@@ -27,30 +28,6 @@ function claimedRecord(outcome: ClaimOutcome): LedgerRecord {
 
 /** The row a record call wrote, or null when it answered lost_lease. */
 const writtenRecord = (outcome: RecordOutcome) => (outcome.kind === 'written' ? outcome.record : null);
-
-/**
- * Runs `body` with the host clock (Date.now and new Date()) moved by `skewMs`, as on an n8n host
- * whose clock is off; the ledger's server keeps its own. Timers keep running in real time.
- */
-async function withHostClockSkew<T>(skewMs: number, body: () => Promise<T>): Promise<T> {
-	const RealDate = Date;
-	const realNow = RealDate.now.bind(RealDate);
-	class SkewedDate extends RealDate {
-		constructor(...args: unknown[]) {
-			if (args.length === 0) super(realNow() + skewMs);
-			else super(...(args as [number]));
-		}
-		static now() {
-			return realNow() + skewMs;
-		}
-	}
-	globalThis.Date = SkewedDate as DateConstructor;
-	try {
-		return await body();
-	} finally {
-		globalThis.Date = RealDate;
-	}
-}
 
 export function describeLedgerContract(name: string, make: () => Promise<LedgerFixture>) {
 	describe(`ledger contract: ${name}`, () => {
