@@ -48,8 +48,9 @@ export interface LedgerRecord extends RowId {
 	previousStatus: Status | null;
 	/**
 	 * Recovery point set by `markPhase` (e.g. `sending`). Null when no phase was marked since the
-	 * last claim; every claim clears it, and so does every record except `needs_review`, which
-	 * keeps `sending`: the message may have gone out, and a person must say whether it did.
+	 * last claim. A claim clears it, except `sending`, which a takeover keeps (so that a second
+	 * crash cannot lose it); a record clears it, except `needs_review`, which keeps `sending`: the
+	 * message may have gone out, and a person must say whether it did.
 	 */
 	phase: string | null;
 	firstSeenAt: Date;

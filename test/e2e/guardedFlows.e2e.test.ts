@@ -389,9 +389,15 @@ describe('5. on call: the Idempotency Ledger node lists the stuck Slack items, o
 		// The operator looks in Slack: one of them was posted, the other never was. Release that one.
 		const neverPosted = rows.filter((r) => slackTexts(slack, r.key).length === 0).map((r) => r.key);
 		expect(neverPosted).toEqual([LOST_IN_CRASH]);
-		// Without an answer, the step that may have gone out is not freed.
+		// Without an answer, the step that may have gone out is not freed. (The unit row is freed once
+		// the gate's 3 s lease of the last redelivery has run out: a live lease is refused.)
+		await ledger.waitForLeasesToLapse(slackNs, [LOST_IN_CRASH]);
 		const unanswered = await n8n!.post('oncall-release', { namespace: slackNs, key: LOST_IN_CRASH, resolution: 'none', by: 'on-call: jane (INC-7)' });
-		expect(unanswered.body).toEqual([expect.objectContaining({ key: LOST_IN_CRASH, refused: 1 })]);
+		expect(unanswered.body).toEqual([expect.objectContaining({ key: LOST_IN_CRASH, released: 1, refused: 1 })]);
+		expect((unanswered.body as Array<{ steps: unknown[] }>)[0].steps).toEqual([
+			expect.objectContaining({ step: '', action: 'released' }),
+			expect.objectContaining({ step: 'slackNotify', action: 'refused', reason: 'may_have_sent' }),
+		]);
 		expect((await ledger.rows(slackNs, LOST_IN_CRASH)).find((r) => r.step === 'slackNotify')).toMatchObject({ status: 'needs_review', phase: 'sending' });
 		const released = await n8n!.post('oncall-release', { namespace: slackNs, key: LOST_IN_CRASH, resolution: 'not_sent', by: 'on-call: jane (INC-7)' });
 		expect(released.status).toBe(200);

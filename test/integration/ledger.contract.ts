@@ -366,15 +366,22 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect((await ledger.claim([req('own-sent')], { ...lease('exec-1'), reclaimOwnLease: true }))[0].kind).toBe('duplicate');
 		});
 
-		test('a reclaim reports the phase the lapsed claim reached, and clears it', async () => {
+		test('a reclaim reports the phase the lapsed claim reached; "sending" stays on the row until it is settled', async () => {
 			const [dead] = (await ledger.claim([req('crash-sent'), req('crash-early')], lease('dead', 300))).map(claimedRecord);
 			expect(await mark([{ key: 'crash-sent', fence: dead.fence }])).toEqual([true]);
 			await sleep(500);
-			const [sent, early] = await ledger.claim([req('crash-sent'), req('crash-early')], lease('next'));
+			const [sent, early] = await ledger.claim([req('crash-sent'), req('crash-early')], lease('next', 300, 300));
 			expect(sent).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress', previousPhase: 'sending' });
-			expect(early).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress', previousPhase: null });
-			if (sent.kind === 'claimed') expect(sent.record.phase).toBeNull();
-			expect((await ledger.get(ns, 'crash-sent'))[0]).toMatchObject({ leaseHolder: 'next', phase: null });
+			expect(early).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress', previousPhase: null, record: { phase: null } });
+			expect(claimedRecord(sent)).toMatchObject({ phase: 'sending', expiresAt: new Date('9999-12-31T00:00:00Z') });
+			expect((await ledger.get(ns, 'crash-sent'))[0]).toMatchObject({ leaseHolder: 'next', phase: 'sending' });
+			// The run that took it over dies too, before recording anything, and its retention passes:
+			// the third claim still learns that the message may have gone out.
+			await sleep(700);
+			const [third] = await ledger.claim([req('crash-sent')], lease('third'));
+			expect(third).toMatchObject({ kind: 'claimed', previousStatus: 'in_progress', previousPhase: 'sending' });
+			// The step that never reached sending, claimed with the same retention, did expire.
+			expect(await ledger.get(ns, 'crash-early')).toEqual([]);
 		});
 
 		test('record clears the phase; a failed_retryable row is reclaimed with no previous phase', async () => {

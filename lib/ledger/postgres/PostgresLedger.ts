@@ -162,6 +162,8 @@ interface ClaimFacts {
 	updatedAt: Date;
 	expiresAt: Date;
 	leaseExpiresAt: Date | null;
+	/** `sending` when the claim took over a step that may have gone out (see claimSql). */
+	phase: string | null;
 }
 
 /**
@@ -182,13 +184,14 @@ function newClaimFacts(now: number, fence: number, holder: string | null, option
 		updatedAt: at,
 		expiresAt: new Date(now + ttlMs),
 		leaseExpiresAt: holder === null ? null : new Date(now + options.leaseMs),
+		phase: null,
 	};
 }
 
 /** A renewed claim as the statement answers it: namespace, key, step, then these columns. */
 function renewedClaimFacts(row: unknown[], fence: number, holder: string | null, options: ClaimOptions, ttlMs: number): ClaimFacts {
-	const [, , , attempts, previousStatus, externalId, result, firstSeenAt, updatedAt, previousPhase] = row as [
-		string, string, string, number, Status | null, string | null, unknown, number, number, string | null,
+	const [, , , attempts, previousStatus, externalId, result, firstSeenAt, updatedAt, previousPhase, expiresAt, phase] = row as [
+		string, string, string, number, Status | null, string | null, unknown, number, number, string | null, number, string | null,
 	];
 	return {
 		fence,
@@ -199,7 +202,8 @@ function renewedClaimFacts(row: unknown[], fence: number, holder: string | null,
 		result,
 		firstSeenAt: new Date(firstSeenAt),
 		updatedAt: new Date(updatedAt),
-		expiresAt: new Date(updatedAt + ttlMs),
+		expiresAt: new Date(expiresAt),
+		phase: phase ?? null,
 		leaseExpiresAt: holder === null ? null : new Date(updatedAt + options.leaseMs),
 	};
 }
@@ -223,7 +227,7 @@ function claimedOutcome(r: ClaimRequest, status: Status, holder: string | null, 
 		firstSeenAt: facts.firstSeenAt,
 		updatedAt: facts.updatedAt,
 		expiresAt: facts.expiresAt,
-		phase: null,
+		phase: facts.phase,
 	};
 	return { kind: 'claimed', record, previousStatus: facts.previousStatus, previousPhase: facts.previousPhase };
 }
@@ -401,19 +405,23 @@ claimed AS (
 		previous_status = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.status END,
 		-- SET expressions read the row as it was: this keeps the phase the replaced claim reached.
 		previous_phase = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.phase END,
-		phase = NULL,
+		-- Taking over a step that may have gone out keeps that knowledge on the row (and the row
+		-- until it is resolved), so a second crash before this claim records anything cannot lose it.
+		phase = CASE WHEN l.expires_at > now() AND l.phase = 'sending' THEN 'sending' END,
 		attempts = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.attempts + 1 END,
 		first_seen_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.first_seen_at END,
 		external_id = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.external_id END,
 		result = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.result END,
 		updated_at = now(),
-		expires_at = excluded.expires_at,
+		expires_at = CASE WHEN l.expires_at > now() AND l.phase = 'sending' THEN ${KEEP_UNTIL_RESOLVED} ELSE excluded.expires_at END,
 		fence = excluded.fence
 	WHERE ${claimable('l', 'excluded')}
 	RETURNING l.namespace, l.key, l.step, l.attempts, l.previous_status, l.external_id, l.result,
 		(extract(epoch FROM l.first_seen_at) * 1000)::float8 AS first_seen_at,
 		(extract(epoch FROM l.updated_at) * 1000)::float8 AS updated_at,
-		l.previous_phase
+		l.previous_phase,
+		(extract(epoch FROM l.expires_at) * 1000)::float8 AS expires_at,
+		l.phase
 ),
 blocked AS (
 	INSERT INTO ${t.counters} AS c (namespace, duplicates_blocked)
@@ -432,7 +440,7 @@ SELECT
 	(extract(epoch FROM now()) * 1000)::float8 AS now,
 	(SELECT fence FROM token) AS fence,
 	(SELECT coalesce(json_agg(json_build_array(c.namespace, c.key, c.step, c.attempts, c.previous_status,
-		c.external_id, c.result, c.first_seen_at, c.updated_at, c.previous_phase)), '[]')
+		c.external_id, c.result, c.first_seen_at, c.updated_at, c.previous_phase, c.expires_at, c.phase)), '[]')
 		FROM claimed c WHERE c.attempts > 1) AS renewed,
 	(SELECT coalesce(json_agg(json_build_array(${packedColumns('x')})), '[]') FROM existing x WHERE NOT x.claimable) AS blocked,
 	CASE WHEN (SELECT count(*) FROM claimed) + (SELECT count(*) FROM existing x WHERE NOT x.claimable) < (SELECT count(*) FROM input)

@@ -191,6 +191,12 @@ for i = 1, n do
 			row.fs = old.fs
 			row.x = old.x
 			row.res = old.res
+			-- Taking over a step that may have gone out keeps that knowledge on the row, so a
+			-- second crash before this claim records anything cannot lose it.
+			if old.ph == 'sending' then
+				row.ph = 'sending'
+				row.e = KEEP
+			end
 		end
 		local j = #out
 		out[j + 1] = 1
