@@ -12,6 +12,8 @@ function nodeContext(nodeType, { parameters, items, credentials, executionId = '
 		continueOnFail: () => false,
 		getCredentials: async () => credentials,
 		getExecutionId: () => executionId,
+		// A production run (a trigger fired it), not an editor test run.
+		getMode: () => 'trigger',
 		getWorkflow: () => ({ id: workflowId, name: 'bench', active: false }),
 		addExecutionHints: () => undefined,
 	};
