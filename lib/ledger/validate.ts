@@ -36,10 +36,21 @@ function assertText(value: unknown, what: string, max: number, allowEmpty: boole
 			`Check the ${subject(what)}: the field it points at is missing or blank on this item.`,
 		);
 	}
+	// Characters as a person counts them (an emoji is one), counted only when the text could be too long.
 	if (value.length > max) {
+		const characters = [...value].length;
+		if (characters > max) {
+			throw new LedgerInputError(
+				`The ${what} is ${characters} characters long; the limit is ${max}`,
+				`Use a shorter ${what}, such as an event or order id, or a hash of the long text.`,
+			);
+		}
+	}
+	// PostgreSQL text cannot hold NUL; it is refused on every backend, so a key means the same on both.
+	if (value.includes('\u0000')) {
 		throw new LedgerInputError(
-			`The ${what} is ${value.length} characters long; the limit is ${max}`,
-			`Use a shorter ${what}, or let the node hash the fields instead.`,
+			`The ${what} contains a NUL character (an invisible "\\0"), which the ledger cannot store`,
+			`Check the ${subject(what)}: the value it reads has a NUL byte in it. Remove it, for example with {{ $json.id.replaceAll('\\u0000', '') }}.`,
 		);
 	}
 	return value;

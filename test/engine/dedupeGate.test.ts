@@ -204,6 +204,8 @@ describe('Dedupe Gate in the real engine', () => {
 			['object key', [{ id: { nested: true } }], {}, /must be text or a number, but on this item it is an object/],
 			['list key', [{ id: [1, 2] }], {}, /it is a list/],
 			['over-long key', [{ id: 'k'.repeat(513) }], {}, /key \(field "id"\) is 513 characters long; the limit is 512/],
+			['over-long key of emoji, counted as a person counts', [{ id: '\u{1F600}'.repeat(513) }], {}, /key \(field "id"\) is 513 characters long; the limit is 512/],
+			['key with a NUL character', [{ id: 'evt\u00001' }], {}, /key \(field "id"\) contains a NUL character/],
 			['missing key through an expression', [{ other: 1 }], { keySource: 'expression', keyExpression: '={{ $json.id }}' }, /key is missing/],
 			['bad key field name', [{ id: 1 }], { keyField: 'a..b' }, /is not a field name/],
 			['missing field to hash', [{ id: 1 }], { keySource: 'fields', keyFields: 'id, email' }, /"email" is missing/],
@@ -222,6 +224,22 @@ describe('Dedupe Gate in the real engine', () => {
 			const bad = { idempotencyPostgresApi: { ...settingsFromUrl(table), table: 'ledger; DROP TABLE x' } };
 			const result = await run([{ id: 1 }], { mode: 'seen' }, { creds: bad });
 			expect(result.nodeError('Gate')?.message).toMatch(/table name "ledger; DROP TABLE x" is not a valid name/);
+		});
+
+		test('a key of 300 emoji is 300 characters, and is claimed', async () => {
+			const namespace = `engine-emoji-${Math.random()}`;
+			const result = await run([{ id: '\u{1F600}'.repeat(300) }], { scope: 'shared', namespace, mode: 'seen' });
+			expect(result.nodeError('Gate')).toBeUndefined();
+			expect(result.outputs('Gate')[0]).toHaveLength(1);
+		});
+
+		test('with Continue on error, a NUL in one key fails that item only: its neighbours are claimed (PostgreSQL)', async () => {
+			const namespace = `engine-nul-${Math.random()}`;
+			const result = await run([{ id: 'ok-1' }, { id: 'bad\u0000' }, { id: 'ok-2' }], { scope: 'shared', namespace, mode: 'seen' }, { extra: { onError: 'continueRegularOutput' } });
+			const [fresh, dup] = result.outputs('Gate');
+			expect(ids(fresh)).toEqual(['ok-1', 'ok-2']);
+			expect(dup.map((i) => i.json.error)).toEqual([expect.stringMatching(/contains a NUL character/)]);
+			expect(await rowCount(namespace)).toBe(2);
 		});
 
 		test('with Continue on error, the bad item leaves on Duplicate with its error and the rest go on', async () => {
