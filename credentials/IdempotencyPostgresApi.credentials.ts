@@ -71,5 +71,14 @@ export class IdempotencyPostgresApi implements ICredentialType {
 			default: 10,
 			description: 'Most connections this n8n process opens to the ledger, shared by all executions',
 		},
+		{
+			displayName: 'Timeout (Seconds)',
+			name: 'timeout',
+			type: 'number',
+			typeOptions: { minValue: 1, maxValue: 600 },
+			default: 5,
+			description:
+				'How long to wait for PostgreSQL to accept and answer a new connection before the node fails closed. One statement may take up to 60 seconds, whatever this says.',
+		},
 	];
 }

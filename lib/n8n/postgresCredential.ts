@@ -1,8 +1,8 @@
-import { Pool } from 'pg';
+import type { Pool } from 'pg';
 
 import { LedgerError, LedgerInputError } from '../ledger/errors';
 import { PostgresLedger } from '../ledger/postgres/PostgresLedger';
-import { poolConfig, type PostgresSettings, type SslMode } from '../ledger/postgres/connect';
+import { createPool, poolConfig, type PostgresSettings, type SslMode } from '../ledger/postgres/connect';
 import { toUnavailable } from '../ledger/postgres/errors';
 import { assertIdentifier } from '../ledger/validate';
 
@@ -22,6 +22,7 @@ export function postgresSettingsFrom(data: Record<string, unknown>): PostgresSet
 	if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 100) {
 		throw new LedgerInputError(`The pool size ${JSON.stringify(data.poolSize)} must be a whole number from 1 to 100`);
 	}
+	const connectTimeoutMs = timeoutFrom(data.timeout);
 	const ssl = (data.ssl ?? 'disable') as SslMode;
 	if (!SSL_MODES.includes(ssl)) throw new LedgerInputError(`Unknown SSL mode "${String(ssl)}"`);
 	return {
@@ -36,7 +37,24 @@ export function postgresSettingsFrom(data: Record<string, unknown>): PostgresSet
 		schema: assertIdentifier(String(data.schema ?? 'public'), 'schema name'),
 		table: assertIdentifier(String(data.table ?? 'idempotency_ledger'), 'table name'),
 		poolSize,
+		...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
 	};
+}
+
+/**
+ * The credential's optional Timeout (Seconds), in milliseconds: how long connecting may take.
+ * Undefined (the default, 5 s) when empty.
+ */
+export function timeoutFrom(value: unknown): number | undefined {
+	if (value === undefined || value === null || value === '') return undefined;
+	const secondsValue = Number(value);
+	if (!Number.isFinite(secondsValue) || secondsValue < 1 || secondsValue > 600) {
+		throw new LedgerInputError(
+			`The ledger credential's Timeout (Seconds) ${JSON.stringify(value)} must be a number from 1 to 600`,
+			'Leave it at 5 unless the database is far away or slow to accept connections.',
+		);
+	}
+	return Math.round(secondsValue * 1000);
 }
 
 /**
@@ -48,7 +66,7 @@ export async function testPostgresConnection(data: Record<string, unknown>): Pro
 	let pool: Pool | undefined;
 	try {
 		const settings = postgresSettingsFrom(data);
-		pool = new Pool({ ...poolConfig({ ...settings, connectTimeoutMs: 8_000 }), max: 1 });
+		pool = createPool({ ...poolConfig(settings), max: 1 });
 		pool.on('error', () => undefined);
 		const ledger = new PostgresLedger({ pool, schema: settings.schema, table: settings.table });
 		await ledger.ensureSchema();

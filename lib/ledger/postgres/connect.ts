@@ -1,6 +1,7 @@
 import { createHash } from 'crypto';
-import { Pool, type PoolConfig } from 'pg';
+import { Pool, type PoolClient, type PoolConfig } from 'pg';
 
+import { markTimeouts, type Timeouts } from './errors';
 import { PostgresLedger } from './PostgresLedger';
 
 export type SslMode = 'disable' | 'require' | 'verify-full';
@@ -23,6 +24,23 @@ export interface PostgresSettings {
 	connectTimeoutMs?: number;
 }
 
+/**
+ * Connecting (TCP and the PostgreSQL handshake) is bounded by a few seconds: a server that
+ * accepts the connection and never answers must fail the node quickly, not hang the run. The
+ * credential's Timeout (Seconds) changes it.
+ */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * One statement is bounded separately and much more loosely: a legitimate claim of 10,000 keys
+ * takes up to about half a second on a slow machine, and a migration may wait for another
+ * process's lock, so this only catches a server that stopped answering. PostgreSQL ends the
+ * statement itself at 60 s (statement_timeout, which also frees it on the server); the client
+ * gives up 5 s later (query_timeout) for a server that does not answer at all.
+ */
+export const STATEMENT_TIMEOUT_MS = 60_000;
+const QUERY_TIMEOUT_MS = STATEMENT_TIMEOUT_MS + 5_000;
+
 export function poolConfig(s: PostgresSettings): PoolConfig {
 	const ssl =
 		s.ssl === 'disable'
@@ -39,9 +57,59 @@ export function poolConfig(s: PostgresSettings): PoolConfig {
 		ssl,
 		max: s.poolSize,
 		idleTimeoutMillis: 30_000,
-		connectionTimeoutMillis: s.connectTimeoutMs ?? 10_000,
+		connectionTimeoutMillis: s.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+		statement_timeout: STATEMENT_TIMEOUT_MS,
+		query_timeout: QUERY_TIMEOUT_MS,
 		application_name: 'n8n-nodes-idempotency',
 	};
+}
+
+type Callback = (error: unknown, ...rest: unknown[]) => void;
+const MARKED = Symbol('ledgerTimeoutsMarked');
+
+/**
+ * Calls `call` with `args`, marking the error it gives (by callback or promise) with `timeouts`,
+ * and passing a result through `onResult`.
+ */
+function marking(timeouts: Timeouts, call: (args: unknown[]) => unknown, args: unknown[], onResult = (r: unknown) => r): unknown {
+	const last = args[args.length - 1];
+	if (typeof last === 'function') {
+		const callback = (error: unknown, result?: unknown, ...rest: unknown[]) =>
+			(last as Callback)(error ? markTimeouts(error, timeouts) : error, onResult(result), ...rest);
+		return call([...args.slice(0, -1), callback]);
+	}
+	const out = call(args);
+	return out instanceof Promise
+		? out.then(onResult, (error: unknown) => {
+				throw markTimeouts(error, timeouts);
+			})
+		: out;
+}
+
+/**
+ * A pool whose errors (and those of its clients) carry its time limits, so that a timeout can
+ * say how long was waited and which setting sets it (see toUnavailable).
+ */
+export function createPool(config: PoolConfig): Pool {
+	const timeouts: Timeouts = {
+		connectMs: config.connectionTimeoutMillis ?? DEFAULT_CONNECT_TIMEOUT_MS,
+		statementMs: Math.min(config.statement_timeout || Infinity, config.query_timeout || Infinity),
+	};
+	const pool = new Pool(config);
+	const markClient = (client: unknown) => {
+		const c = client as PoolClient & { [MARKED]?: boolean };
+		if (c && typeof c.query === 'function' && !c[MARKED]) {
+			const query = c.query.bind(c) as (...args: unknown[]) => unknown;
+			c.query = ((...args: unknown[]) => marking(timeouts, (a) => query(...a), args)) as PoolClient['query'];
+			c[MARKED] = true;
+		}
+		return client;
+	};
+	const connect = pool.connect.bind(pool) as (...args: unknown[]) => unknown;
+	const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+	pool.connect = ((...args: unknown[]) => marking(timeouts, (a) => connect(...a), args, markClient)) as Pool['connect'];
+	pool.query = ((...args: unknown[]) => marking(timeouts, (a) => query(...a), args)) as Pool['query'];
+	return pool;
 }
 
 interface Entry {
@@ -66,7 +134,7 @@ export function postgresLedger(settings: PostgresSettings): PostgresLedger {
 	const key = settingsKey(settings);
 	let entry = cache.get(key);
 	if (!entry) {
-		const pool = new Pool(poolConfig(settings));
+		const pool = createPool(poolConfig(settings));
 		// An idle client that loses its server must not crash the n8n process.
 		pool.on('error', () => undefined);
 		entry = {

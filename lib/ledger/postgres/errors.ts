@@ -7,14 +7,38 @@ export const isRetryableConflict = (error: unknown) => {
 	return code === '40P01' || code === '40001';
 };
 
+/** The time limits a pool was made with (see connect.ts), carried on the errors it gives. */
+export interface Timeouts {
+	connectMs: number;
+	statementMs: number;
+}
+
+const TIMEOUTS = Symbol('ledgerTimeouts');
+
+/** Marks an error with the limits of the pool it came from, so its message can name them. */
+export function markTimeouts<E>(error: E, timeouts: Timeouts): E {
+	if (error && typeof error === 'object' && !(TIMEOUTS in error)) {
+		Object.defineProperty(error, TIMEOUTS, { value: timeouts, enumerable: false });
+	}
+	return error;
+}
+
+const seconds = (ms: number | undefined) => {
+	if (ms === undefined) return 'in time';
+	const n = Math.round(ms / 100) / 10;
+	return `within ${n} second${n === 1 ? '' : 's'}`;
+};
+
 /**
  * Turns driver and network errors into messages a person can act on. Never includes the
  * password or the connection string.
  */
 export function toUnavailable(error: unknown, tables?: TableNames): Error {
 	if (error instanceof LedgerError) return error;
-	const e = error as { code?: string; message?: string };
+	const e = error as { code?: string; message?: string; [TIMEOUTS]?: Timeouts };
 	const code = e?.code;
+	const message = typeof e?.message === 'string' ? e.message : '';
+	const limits = e?.[TIMEOUTS];
 	const where = tables ? ` (${tables.ledger})` : '';
 	switch (code) {
 		case 'ECONNREFUSED':
@@ -31,13 +55,21 @@ export function toUnavailable(error: unknown, tables?: TableNames): Error {
 				code,
 			);
 		case 'ETIMEDOUT':
-		case 'ECONNRESET':
-		case 'EHOSTUNREACH':
 			return new LedgerUnavailableError(
-				'The ledger database did not answer in time',
+				'The ledger database did not answer in time (the network connection timed out)',
 				'Check the network path and firewall between n8n and PostgreSQL, and that the port is right.',
 				code,
 			);
+		case 'EHOSTUNREACH':
+		case 'ENETUNREACH':
+			return new LedgerUnavailableError(
+				'The ledger database host cannot be reached from n8n',
+				'Check the host in the ledger credential, and the network path and firewall between n8n and PostgreSQL.',
+				code,
+			);
+		case 'ECONNRESET':
+		case 'EPIPE':
+			return closedByServer(code);
 		case '28P01':
 			return new LedgerUnavailableError(
 				'The ledger database rejected the user name or password',
@@ -45,6 +77,14 @@ export function toUnavailable(error: unknown, tables?: TableNames): Error {
 				code,
 			);
 		case '28000':
+			if (/role "(.*)" does not exist/.test(message)) {
+				const user = /role "(.*)" does not exist/.exec(message)?.[1] ?? '';
+				return new LedgerUnavailableError(
+					`The user "${user}" named in the ledger credential does not exist on this PostgreSQL server`,
+					'Check the user name in the ledger credential (and that host and port point to the right server), or create the user (role) first.',
+					code,
+				);
+			}
 			return new LedgerUnavailableError(
 				'The ledger database does not allow this user to connect from here',
 				'Ask the database administrator to allow this user and host in pg_hba.conf, or check the SSL setting.',
@@ -81,7 +121,11 @@ export function toUnavailable(error: unknown, tables?: TableNames): Error {
 				'Run the execution again. If it keeps happening, lower the number of executions running at once.',
 				code,
 			);
+		case '57014':
+			if (/statement timeout/i.test(message)) return statementTimeout(limits, code);
+			break;
 		case '57P01':
+		case '57P02':
 		case '57P03':
 			return new LedgerUnavailableError(
 				'The ledger database is shutting down or starting up',
@@ -89,13 +133,24 @@ export function toUnavailable(error: unknown, tables?: TableNames): Error {
 				code,
 			);
 	}
-	if (typeof e?.message === 'string' && /timeout exceeded when trying to connect/i.test(e.message)) {
+	if (/timeout exceeded when trying to connect/i.test(message)) {
 		return new LedgerUnavailableError(
-			'No connection to the ledger database could be had in time',
+			`No free connection to the ledger database could be had ${seconds(limits?.connectMs)}`,
 			'Check that PostgreSQL is reachable, or raise the pool size if many executions run at once.',
 			'POOL_TIMEOUT',
 		);
 	}
+	// pg-pool: the connection was opened, but PostgreSQL did not complete the handshake in time.
+	if (/Connection terminated due to connection timeout|timeout expired/i.test(message)) {
+		return new LedgerUnavailableError(
+			`The ledger database did not answer ${seconds(limits?.connectMs)} while connecting (the connect timeout)`,
+			'Check that the host and port point to PostgreSQL and that it is not overloaded or blocked. To wait longer, raise Timeout (Seconds) in the ledger credential.',
+			'CONNECT_TIMEOUT',
+		);
+	}
+	// pg: the client-side bound on one statement (query_timeout).
+	if (/Query read timeout/i.test(message)) return statementTimeout(limits, 'STATEMENT_TIMEOUT');
+	if (/^Connection terminated( unexpectedly)?$/i.test(message)) return closedByServer('CONNECTION_CLOSED');
 	if (typeof e?.message === 'string' && /SSL|certificate|self[- ]signed/i.test(e.message)) {
 		return new LedgerUnavailableError(
 			`The secure (SSL) connection to the ledger database failed: ${e.message}`,
@@ -104,4 +159,20 @@ export function toUnavailable(error: unknown, tables?: TableNames): Error {
 		);
 	}
 	return error instanceof Error ? error : new Error(String(error));
+}
+
+function closedByServer(code: string) {
+	return new LedgerUnavailableError(
+		'The ledger database closed the connection',
+		'PostgreSQL may be restarting or shutting down (or a proxy in between closed the connection). Wait until it is up again, then retry the execution.',
+		code,
+	);
+}
+
+function statementTimeout(limits: Timeouts | undefined, code: string) {
+	return new LedgerUnavailableError(
+		`The ledger database did not answer a statement ${seconds(limits?.statementMs)} (the statement timeout)`,
+		'Check that PostgreSQL is not overloaded, and for locks held by other sessions (pg_stat_activity); then retry the execution.',
+		code,
+	);
 }

@@ -1,0 +1,107 @@
+import { createServer, type Server, type Socket } from 'net';
+import type { AddressInfo } from 'net';
+
+import { LedgerUnavailableError } from '../../lib/ledger/errors';
+import { closeAllPostgresLedgers, postgresLedger } from '../../lib/ledger/postgres/connect';
+import { testPostgresConnection } from '../../lib/n8n/postgresCredential';
+import { settingsFromUrl, uniqueTable } from '../support/db';
+
+/** A local TCP server that does `onSocket` with every connection it accepts. */
+async function tcpServer(onSocket: (socket: Socket) => void): Promise<{ port: number; close: () => Promise<void> }> {
+	const sockets = new Set<Socket>();
+	const server: Server = createServer((socket) => {
+		sockets.add(socket);
+		socket.on('error', () => undefined);
+		onSocket(socket);
+	});
+	await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+	return {
+		port: (server.address() as AddressInfo).port,
+		close: async () => {
+			for (const s of sockets) s.destroy();
+			await new Promise((resolve) => server.close(resolve));
+		},
+	};
+}
+
+const base = { host: '127.0.0.1', database: 'test', user: 'postgres', password: 'hunter2-secret', ssl: 'disable' as const, schema: 'public', table: 'idem_conn', poolSize: 2 };
+
+afterEach(() => closeAllPostgresLedgers());
+
+describe('PostgreSQL: a user that does not exist', () => {
+	test('is named as such, not blamed on pg_hba.conf (credential test and ledger)', async () => {
+		const settings = { ...settingsFromUrl(uniqueTable()), user: 'nobody_here_x' };
+		const out = await testPostgresConnection(settings);
+		expect(out.status).toBe('Error');
+		expect(out.message).toMatch(/user "nobody_here_x" .*does not exist on this PostgreSQL server/);
+		expect(out.message).toMatch(/Check the user name/);
+		expect(out.message).not.toMatch(/pg_hba/);
+
+		const error = await postgresLedger(settings).ensureSchema().catch((e) => e);
+		expect(error).toBeInstanceOf(LedgerUnavailableError);
+		expect(error.message).toMatch(/does not exist/);
+		expect(error.code).toBe('28000');
+	});
+});
+
+describe('PostgreSQL: a server that accepts the connection and never answers', () => {
+	test('fails within the connect timeout (default 5 s), and the message says so', async () => {
+		const server = await tcpServer(() => undefined);
+		try {
+			let started = Date.now();
+			const error = await postgresLedger({ ...base, port: server.port }).ensureSchema().catch((e) => e);
+			expect(Date.now() - started).toBeLessThan(8_000);
+			expect(error).toBeInstanceOf(LedgerUnavailableError);
+			expect(error.message).toMatch(/did not answer within 5 seconds/);
+			expect(error.hint).toMatch(/Timeout \(Seconds\)/);
+			expect(`${error.message} ${error.hint}`).not.toMatch(/Connection terminated|hunter2/);
+
+			started = Date.now();
+			const out = await testPostgresConnection({ ...base, port: server.port });
+			expect(Date.now() - started).toBeLessThan(8_000);
+			expect(out).toEqual({ status: 'Error', message: expect.stringMatching(/did not answer within 5 seconds/) });
+		} finally {
+			await server.close();
+		}
+	});
+
+	test('the credential\'s Timeout (Seconds) sets the bound', async () => {
+		const server = await tcpServer(() => undefined);
+		try {
+			const started = Date.now();
+			const out = await testPostgresConnection({ ...base, port: server.port, timeout: 1 });
+			expect(Date.now() - started).toBeLessThan(4_000);
+			expect(out.message).toMatch(/did not answer within 1 second\b/);
+		} finally {
+			await server.close();
+		}
+	});
+});
+
+describe('PostgreSQL: a connection the server closes', () => {
+	test('closed cleanly: the database may be restarting or shutting down', async () => {
+		const server = await tcpServer((socket) => socket.end());
+		try {
+			const error = await postgresLedger({ ...base, port: server.port }).ensureSchema().catch((e) => e);
+			expect(error).toBeInstanceOf(LedgerUnavailableError);
+			expect(error.message).toMatch(/closed the connection/);
+			expect(error.hint).toMatch(/restarting or shutting down/);
+			expect(`${error.message} ${error.hint}`).not.toMatch(/Connection terminated|firewall/);
+		} finally {
+			await server.close();
+		}
+	});
+
+	test('reset (ECONNRESET): not blamed on a firewall', async () => {
+		const server = await tcpServer((socket) => socket.resetAndDestroy());
+		try {
+			const out = await testPostgresConnection({ ...base, port: server.port });
+			expect(out.status).toBe('Error');
+			expect(out.message).toMatch(/closed the connection/);
+			expect(out.message).toMatch(/restarting or shutting down/);
+			expect(out.message).not.toMatch(/firewall|did not answer/);
+		} finally {
+			await server.close();
+		}
+	});
+});
