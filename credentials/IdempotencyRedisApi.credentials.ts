@@ -58,6 +58,15 @@ export class IdempotencyRedisApi implements ICredentialType {
 				'Start of every key the ledger writes. Letters, digits, dots, dashes and underscores. Use different prefixes to keep ledgers apart on one Redis.',
 		},
 		{
+			displayName: 'Timeout (Seconds)',
+			name: 'timeout',
+			type: 'number',
+			typeOptions: { minValue: 1, maxValue: 600 },
+			default: 5,
+			description:
+				'How long to wait for Redis to accept and answer a new connection before the node fails closed. One command may take up to 60 seconds, whatever this says.',
+		},
+		{
 			displayName: 'Cluster Mode',
 			name: 'cluster',
 			type: 'boolean',

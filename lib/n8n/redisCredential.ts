@@ -1,8 +1,9 @@
 import { LedgerError, LedgerInputError } from '../ledger/errors';
-import { createRedisClient, parseClusterNodes, type RedisSettings } from '../ledger/redis/connect';
+import { createRedisClient, databaseOutOfRange, parseClusterNodes, type RedisSettings } from '../ledger/redis/connect';
 import { toUnavailable } from '../ledger/redis/errors';
 import { closeClient } from '../ledger/redis/RedisLedger';
 import { assertPrefix } from '../ledger/redis/keys';
+import { timeoutFrom } from './postgresCredential';
 
 export const REDIS_CREDENTIAL = 'idempotencyRedisApi';
 
@@ -31,6 +32,7 @@ export function redisSettingsFrom(data: Record<string, unknown>): RedisSettings 
 	}
 	const user = String(data.user ?? '').trim();
 	const password = String(data.password ?? '');
+	const connectTimeoutMs = timeoutFrom(data.timeout);
 	return {
 		host,
 		port,
@@ -42,6 +44,7 @@ export function redisSettingsFrom(data: Record<string, unknown>): RedisSettings 
 		prefix: assertPrefix(String(data.prefix ?? 'idem').trim() || 'idem'),
 		cluster,
 		clusterNodes: cluster && clusterNodes ? clusterNodes : undefined,
+		...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
 	};
 }
 
@@ -56,7 +59,7 @@ const explain = (error: unknown): string => {
  * warns when the server may evict ledger keys under memory pressure. The client is always closed.
  */
 export async function testRedisConnection(settings: RedisSettings): Promise<{ status: 'OK' | 'Error'; message: string }> {
-	const client = createRedisClient({ ...settings, connectTimeoutMs: Math.min(settings.connectTimeoutMs ?? 5_000, 5_000) });
+	const client = createRedisClient(settings);
 	let lastError: unknown = null;
 	client.on('error', (error) => (lastError = error));
 	try {
@@ -74,8 +77,25 @@ export async function testRedisConnection(settings: RedisSettings): Promise<{ st
 		}
 		return { status: 'OK', message: `Connected to ${where}; ledger keys start with "{${settings.prefix}"` };
 	} catch (error) {
-		const e = toUnavailable(error, lastError);
+		let e = toUnavailable(error, lastError);
+		if ((e as { code?: string }).code === 'DB_RANGE') e = databaseOutOfRange(settings.db, await databaseCount(settings));
 		return { status: 'Error', message: explain(e) };
+	} finally {
+		await closeClient(client);
+	}
+}
+
+/** How many databases the server has (CONFIG GET databases), or undefined if it may not be asked. */
+async function databaseCount(settings: RedisSettings): Promise<number | undefined> {
+	const client = createRedisClient({ ...settings, db: 0 });
+	client.on('error', () => undefined);
+	try {
+		await client.connect();
+		const reply = (await client.call('CONFIG', 'GET', 'databases')) as string[];
+		const count = Number(reply?.[1]);
+		return Number.isInteger(count) && count > 0 ? count : undefined;
+	} catch {
+		return undefined;
 	} finally {
 		await closeClient(client);
 	}

@@ -3,7 +3,7 @@ import { isIP } from 'net';
 import type { ConnectionOptions } from 'tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 
-import { LedgerInputError } from '../errors';
+import { LedgerInputError, LedgerUnavailableError } from '../errors';
 import { RedisLedger } from './RedisLedger';
 
 export interface RedisSettings {
@@ -23,6 +23,38 @@ export interface RedisSettings {
 	/** Milliseconds to wait for a connection before failing closed. */
 	connectTimeoutMs?: number;
 }
+
+/**
+ * Connecting (TCP, then the handshake: AUTH, SELECT, the ready check) is bounded by a few seconds,
+ * each: a server that accepts the connection and never answers must fail the node quickly. The
+ * credential's Timeout (Seconds) changes it.
+ */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * One command (one script call of up to 1,000 keys) is bounded much more loosely, so that big
+ * batches on a slow machine are never cut short: this only catches a server that stopped
+ * answering. Timed-out commands are not retried, so the bound is not multiplied.
+ */
+export const COMMAND_TIMEOUT_MS = 60_000;
+
+const seconds = (ms: number) => `${Math.round(ms / 100) / 10} second${ms === 1000 ? '' : 's'}`;
+
+/** A connection that opened but whose handshake did not finish in time. */
+export const handshakeTimeout = (ms: number) =>
+	new LedgerUnavailableError(
+		`The ledger Redis did not answer within ${seconds(ms)} while connecting (the connect timeout)`,
+		'Check that the host and port point to Redis (and the TLS setting), and that it is not overloaded or blocked. To wait longer, raise Timeout (Seconds) in the ledger credential.',
+		'CONNECT_TIMEOUT',
+	);
+
+/** SELECT of the credential's database index failed: the server has fewer databases. */
+export const databaseOutOfRange = (db: number, count?: number) =>
+	new LedgerUnavailableError(
+		`The Redis database index ${db} does not exist on this server (${count ? `it has ${count}: 0 to ${count - 1}` : 'out of range'})`,
+		'Set Database Index in the ledger credential to one the server has (0 to 15 by default), or raise "databases" in redis.conf.',
+		'DB_RANGE',
+	);
 
 /** "10.0.0.1:6379, 10.0.0.2:6379" to nodes. Throws LedgerInputError on a malformed entry. */
 export function parseClusterNodes(text: string | undefined): ClusterNode[] {
@@ -59,8 +91,10 @@ export function redisOptions(s: RedisSettings): RedisOptions {
 		db: s.cluster ? 0 : s.db,
 		tls,
 		lazyConnect: true,
-		connectTimeout: s.connectTimeoutMs ?? 5_000,
-		commandTimeout: 30_000,
+		connectTimeout: s.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+		commandTimeout: COMMAND_TIMEOUT_MS,
+		// A server that never answers never closes its side either: do not wait 2 s for it.
+		disconnectTimeout: 500,
 		maxRetriesPerRequest: 1,
 		autoResendUnfulfilledCommands: false,
 		retryStrategy: (times) => Math.min(times * 250, 2_000),
@@ -79,6 +113,31 @@ export function createRedisClient(s: RedisSettings): Redis | Cluster {
 		let connected = false;
 		const client = new Redis({ ...options, retryStrategy: (times) => (connected ? options.retryStrategy?.(times) : null) });
 		client.once('ready', () => (connected = true));
+		// ioredis bounds only the TCP connect; the handshake after it gets the same bound here.
+		const limitMs = options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT_MS;
+		let handshake: NodeJS.Timeout | undefined;
+		const stop = () => (handshake = handshake ? (clearTimeout(handshake), undefined) : undefined);
+		client.on('connect', () => {
+			stop();
+			handshake = setTimeout(() => {
+				handshake = undefined;
+				client.emit('error', handshakeTimeout(limitMs));
+				client.disconnect(connected);
+			}, limitMs);
+			handshake.unref?.();
+		});
+		client.on('ready', stop);
+		client.on('close', stop);
+		client.on('error', (error: Error & { timeoutMs?: number }) => {
+			if (error?.message === 'connect ETIMEDOUT') error.timeoutMs = limitMs;
+			// ioredis reports a failed SELECT and then goes on in database 0: stop before any command runs.
+			if (/DB index is out of range/i.test(error?.message ?? '')) {
+				stop();
+				client.disconnect();
+				// After the other listeners have seen the driver's error: this one is the last word.
+				process.nextTick(() => client.emit('error', databaseOutOfRange(s.db)));
+			}
+		});
 		return client;
 	}
 	const nodes = parseClusterNodes(s.clusterNodes);

@@ -1,5 +1,8 @@
 import { LedgerError, LedgerUnavailableError } from '../errors';
 
+/** See connect.ts (not imported from there: connect.ts imports this file's callers). */
+const COMMAND_TIMEOUT_MS = 60_000;
+
 const unavailable = (message: string, hint: string, code: string) => new LedgerUnavailableError(message, hint, code);
 
 /**
@@ -9,7 +12,7 @@ const unavailable = (message: string, hint: string, code: string) => new LedgerU
  */
 export function toUnavailable(error: unknown, lastConnectionError?: unknown): Error {
 	if (error instanceof LedgerError) return error;
-	const e = (error ?? {}) as { code?: string; message?: string; name?: string; lastNodeError?: unknown };
+	const e = (error ?? {}) as { code?: string; message?: string; name?: string; lastNodeError?: unknown; timeoutMs?: number };
 	const message = typeof e.message === 'string' ? e.message : String(error);
 	if (e.name === 'ClusterAllFailedError' && e.lastNodeError) return toUnavailable(e.lastNodeError, lastConnectionError);
 	const lostConnection =
@@ -33,7 +36,18 @@ export function toUnavailable(error: unknown, lastConnectionError?: unknown): Er
 				e.code,
 			);
 		case 'ETIMEDOUT':
+			return unavailable(
+				e.timeoutMs ? `The ledger Redis did not answer within ${Math.round(e.timeoutMs / 100) / 10} seconds (the connect timeout)` : 'The ledger Redis did not answer in time',
+				'Check the network path and firewall between n8n and Redis, that the port is right, and the TLS setting. To wait longer, raise Timeout (Seconds) in the ledger credential.',
+				e.code,
+			);
 		case 'ECONNRESET':
+		case 'EPIPE':
+			return unavailable(
+				'The ledger Redis closed the connection',
+				'Redis may be restarting or shutting down (or a proxy in between closed the connection). Wait until it is up again, then retry the execution.',
+				e.code,
+			);
 		case 'EHOSTUNREACH':
 		case 'ENETUNREACH':
 			return unavailable(
@@ -111,7 +125,7 @@ const RULES: Array<[RegExp, string, string, string]> = [
 	],
 	[
 		/Command timed out/i,
-		'The ledger Redis did not answer in time',
+		`The ledger Redis did not answer a command within ${COMMAND_TIMEOUT_MS / 1000} seconds (the command timeout)`,
 		'Check that Redis is not overloaded or blocked, and the network between n8n and Redis.',
 		'TIMEOUT',
 	],
