@@ -34,12 +34,11 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 /**
  * One statement is bounded separately and much more loosely: a legitimate claim of 10,000 keys
  * takes up to about half a second on a slow machine, and a migration may wait for another
- * process's lock, so this only catches a server that stopped answering. PostgreSQL ends the
- * statement itself at 60 s (statement_timeout, which also frees it on the server); the client
- * gives up 5 s later (query_timeout) for a server that does not answer at all.
+ * process's lock, so this only catches a server that stopped answering. The bound is the
+ * client's (query_timeout), not a `statement_timeout` startup parameter: PgBouncer in
+ * transaction mode refuses connections that send one, and the ledger must work behind it.
  */
 export const STATEMENT_TIMEOUT_MS = 60_000;
-const QUERY_TIMEOUT_MS = STATEMENT_TIMEOUT_MS + 5_000;
 
 export function poolConfig(s: PostgresSettings): PoolConfig {
 	const ssl =
@@ -58,8 +57,7 @@ export function poolConfig(s: PostgresSettings): PoolConfig {
 		max: s.poolSize,
 		idleTimeoutMillis: 30_000,
 		connectionTimeoutMillis: s.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-		statement_timeout: STATEMENT_TIMEOUT_MS,
-		query_timeout: QUERY_TIMEOUT_MS,
+		query_timeout: STATEMENT_TIMEOUT_MS,
 		application_name: 'n8n-nodes-idempotency',
 	};
 }
@@ -93,7 +91,7 @@ function marking(timeouts: Timeouts, call: (args: unknown[]) => unknown, args: u
 export function createPool(config: PoolConfig): Pool {
 	const timeouts: Timeouts = {
 		connectMs: config.connectionTimeoutMillis ?? DEFAULT_CONNECT_TIMEOUT_MS,
-		statementMs: Math.min(config.statement_timeout || Infinity, config.query_timeout || Infinity),
+		statementMs: config.query_timeout || Infinity,
 	};
 	const pool = new Pool(config);
 	const markClient = (client: unknown) => {
