@@ -98,13 +98,15 @@ describe('Prompt Cache single flight: 8 processes, one new prompt, one LLM call'
 		for (let round = 0; round < ROUNDS; round++) {
 			const inRound = results.map((c) => c.results[round]);
 			expect(inRound.every((r) => r.error === null)).toBe(true);
-			expect(inRound.filter((r) => r.late)).toEqual([]);
+			// A child that reached this round after its start instant (a loaded machine) is only
+			// reported: single flight must hold whenever each process arrives.
+			const late = inRound.filter((r) => r.late).length;
 			const computing = inRound.filter((r) => r.outcome === 'miss' && r.computing === true);
 			const hits = inRound.filter((r) => r.outcome === 'hit');
 			const spread = Math.max(...inRound.map((r) => r.startedAt)) - Math.min(...inRound.map((r) => r.startedAt));
 			console.log(
 				`round ${round}: LLM calls ${calls.get(prompts[round])}, ${computing.length} miss, ${hits.length} hits ` +
-					`(waited ${hits.map((h) => h.waitedMs).join(', ')} ms), start spread ${spread} ms`,
+					`(waited ${hits.map((h) => h.waitedMs).join(', ')} ms), start spread ${spread} ms, ${late} late`,
 			);
 			expect(calls.get(prompts[round])).toBe(1);
 			expect(computing).toHaveLength(1);
