@@ -1,8 +1,8 @@
-import type { Pool } from 'pg';
+import { Pool } from 'pg';
 
 import { LedgerError, LedgerInputError } from '../ledger/errors';
 import { PostgresLedger } from '../ledger/postgres/PostgresLedger';
-import { createPool, poolConfig, type PostgresSettings, type SslMode } from '../ledger/postgres/connect';
+import { poolConfig, type PostgresSettings, type SslMode } from '../ledger/postgres/connect';
 import { toUnavailable } from '../ledger/postgres/errors';
 import { assertIdentifier } from '../ledger/validate';
 
@@ -66,7 +66,7 @@ export async function testPostgresConnection(data: Record<string, unknown>): Pro
 	let pool: Pool | undefined;
 	try {
 		const settings = postgresSettingsFrom(data);
-		pool = createPool({ ...poolConfig(settings), max: 1 });
+		pool = new Pool({ ...poolConfig(settings), max: 1 });
 		pool.on('error', () => undefined);
 		const ledger = new PostgresLedger({ pool, schema: settings.schema, table: settings.table });
 		await ledger.ensureSchema();

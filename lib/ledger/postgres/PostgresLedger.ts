@@ -22,7 +22,7 @@ import type {
 } from '../types';
 import { STATUSES } from '../types';
 import { assertIdentifier } from '../validate';
-import { isRetryableConflict, toUnavailable } from './errors';
+import { isRetryableConflict, timeoutsOf, toUnavailable, type Timeouts } from './errors';
 import { KEEP_UNTIL_RESOLVED, migrations, tableNames, type TableNames } from './schema';
 
 export interface PostgresLedgerOptions {
@@ -245,6 +245,8 @@ interface ClaimAnswer extends QueryResultRow {
 
 export class PostgresLedger implements Ledger {
 	private readonly pool: Pool;
+	/** The pool's time limits, named in timeout errors. */
+	private readonly timeouts: Timeouts;
 	private readonly t: TableNames;
 	private readonly table: string;
 	private readonly chunkSize: number;
@@ -256,6 +258,7 @@ export class PostgresLedger implements Ledger {
 
 	constructor(options: PostgresLedgerOptions) {
 		this.pool = options.pool;
+		this.timeouts = timeoutsOf(options.pool);
 		const schema = assertIdentifier(options.schema ?? 'public', 'schema name');
 		this.table = assertIdentifier(options.table ?? 'idempotency_ledger', 'table name');
 		if (this.table.length > 50) assertIdentifier(`${this.table}_checkpoints`, 'table name');
@@ -295,7 +298,7 @@ export class PostgresLedger implements Ledger {
 				const res = await (client ?? this.pool).query<R>(text, values);
 				return res.rows;
 			} catch (error) {
-				if (client || attempt >= CONFLICT_RETRIES || !isRetryableConflict(error)) throw toUnavailable(error, this.t);
+				if (client || attempt >= CONFLICT_RETRIES || !isRetryableConflict(error)) throw toUnavailable(error, this.t, this.timeouts);
 				await new Promise((r) => setTimeout(r, 5 + Math.random() * 20 * 2 ** attempt));
 			}
 		}
@@ -323,7 +326,7 @@ export class PostgresLedger implements Ledger {
 		try {
 			client = await this.pool.connect();
 		} catch (error) {
-			throw toUnavailable(error, this.t);
+			throw toUnavailable(error, this.t, this.timeouts);
 		}
 		try {
 			await this.query('BEGIN', [], client);

@@ -1,7 +1,6 @@
 import { createHash } from 'crypto';
-import { Pool, type PoolClient, type PoolConfig } from 'pg';
+import { Pool, type PoolConfig } from 'pg';
 
-import { markTimeouts, type Timeouts } from './errors';
 import { PostgresLedger } from './PostgresLedger';
 
 export type SslMode = 'disable' | 'require' | 'verify-full';
@@ -62,54 +61,6 @@ export function poolConfig(s: PostgresSettings): PoolConfig {
 	};
 }
 
-type Callback = (error: unknown, ...rest: unknown[]) => void;
-const MARKED = Symbol('ledgerTimeoutsMarked');
-
-/**
- * Calls `call` with `args`, marking the error it gives (by callback or promise) with `timeouts`,
- * and passing a result through `onResult`.
- */
-function marking(timeouts: Timeouts, call: (args: unknown[]) => unknown, args: unknown[], onResult = (r: unknown) => r): unknown {
-	const last = args[args.length - 1];
-	if (typeof last === 'function') {
-		const callback = (error: unknown, result?: unknown, ...rest: unknown[]) =>
-			(last as Callback)(error ? markTimeouts(error, timeouts) : error, onResult(result), ...rest);
-		return call([...args.slice(0, -1), callback]);
-	}
-	const out = call(args);
-	return out instanceof Promise
-		? out.then(onResult, (error: unknown) => {
-				throw markTimeouts(error, timeouts);
-			})
-		: out;
-}
-
-/**
- * A pool whose errors (and those of its clients) carry its time limits, so that a timeout can
- * say how long was waited and which setting sets it (see toUnavailable).
- */
-export function createPool(config: PoolConfig): Pool {
-	const timeouts: Timeouts = {
-		connectMs: config.connectionTimeoutMillis ?? DEFAULT_CONNECT_TIMEOUT_MS,
-		statementMs: config.query_timeout || Infinity,
-	};
-	const pool = new Pool(config);
-	const markClient = (client: unknown) => {
-		const c = client as PoolClient & { [MARKED]?: boolean };
-		if (c && typeof c.query === 'function' && !c[MARKED]) {
-			const query = c.query.bind(c) as (...args: unknown[]) => unknown;
-			c.query = ((...args: unknown[]) => marking(timeouts, (a) => query(...a), args)) as PoolClient['query'];
-			c[MARKED] = true;
-		}
-		return client;
-	};
-	const connect = pool.connect.bind(pool) as (...args: unknown[]) => unknown;
-	const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
-	pool.connect = ((...args: unknown[]) => marking(timeouts, (a) => connect(...a), args, markClient)) as Pool['connect'];
-	pool.query = ((...args: unknown[]) => marking(timeouts, (a) => query(...a), args)) as Pool['query'];
-	return pool;
-}
-
 interface Entry {
 	ledger: PostgresLedger;
 	pool: Pool;
@@ -132,7 +83,7 @@ export function postgresLedger(settings: PostgresSettings): PostgresLedger {
 	const key = settingsKey(settings);
 	let entry = cache.get(key);
 	if (!entry) {
-		const pool = createPool(poolConfig(settings));
+		const pool = new Pool(poolConfig(settings));
 		// An idle client that loses its server must not crash the n8n process.
 		pool.on('error', () => undefined);
 		entry = {

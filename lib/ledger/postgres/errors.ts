@@ -7,20 +7,16 @@ export const isRetryableConflict = (error: unknown) => {
 	return code === '40P01' || code === '40001';
 };
 
-/** The time limits a pool was made with (see connect.ts), carried on the errors it gives. */
+/** The time limits of a pool (see connect.ts), so that a timeout can say how long was waited. */
 export interface Timeouts {
-	connectMs: number;
-	statementMs: number;
+	connectMs?: number;
+	statementMs?: number;
 }
 
-const TIMEOUTS = Symbol('ledgerTimeouts');
-
-/** Marks an error with the limits of the pool it came from, so its message can name them. */
-export function markTimeouts<E>(error: E, timeouts: Timeouts): E {
-	if (error && typeof error === 'object' && !(TIMEOUTS in error)) {
-		Object.defineProperty(error, TIMEOUTS, { value: timeouts, enumerable: false });
-	}
-	return error;
+/** The limits a pool was made with (pg-pool keeps its options on the pool). */
+export function timeoutsOf(pool: unknown): Timeouts {
+	const options = (pool as { options?: { connectionTimeoutMillis?: number; query_timeout?: number } })?.options;
+	return { connectMs: options?.connectionTimeoutMillis || undefined, statementMs: options?.query_timeout || undefined };
 }
 
 const seconds = (ms: number | undefined) => {
@@ -33,12 +29,11 @@ const seconds = (ms: number | undefined) => {
  * Turns driver and network errors into messages a person can act on. Never includes the
  * password or the connection string.
  */
-export function toUnavailable(error: unknown, tables?: TableNames): Error {
+export function toUnavailable(error: unknown, tables?: TableNames, limits?: Timeouts): Error {
 	if (error instanceof LedgerError) return error;
-	const e = error as { code?: string; message?: string; [TIMEOUTS]?: Timeouts };
+	const e = error as { code?: string; message?: string };
 	const code = e?.code;
 	const message = typeof e?.message === 'string' ? e.message : '';
-	const limits = e?.[TIMEOUTS];
 	const where = tables ? ` (${tables.ledger})` : '';
 	switch (code) {
 		case 'ECONNREFUSED':
