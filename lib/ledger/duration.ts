@@ -26,3 +26,10 @@ export function toMilliseconds(amount: unknown, unit: DurationUnit, what: string
 	}
 	return ms;
 }
+
+/** "within 5 seconds" ("within 1 second", "within 0.5 seconds") for a time limit; "in time" when it is unknown. */
+export function withinSeconds(ms: number | undefined): string {
+	if (ms === undefined || !Number.isFinite(ms)) return 'in time';
+	const n = Math.round(ms / 100) / 10;
+	return `within ${n} second${n === 1 ? '' : 's'}`;
+}

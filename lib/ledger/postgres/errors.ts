@@ -1,3 +1,4 @@
+import { withinSeconds } from '../duration';
 import { LedgerError, LedgerUnavailableError } from '../errors';
 import type { TableNames } from './schema';
 
@@ -19,11 +20,6 @@ export function timeoutsOf(pool: unknown): Timeouts {
 	return { connectMs: options?.connectionTimeoutMillis || undefined, statementMs: options?.query_timeout || undefined };
 }
 
-const seconds = (ms: number | undefined) => {
-	if (ms === undefined) return 'in time';
-	const n = Math.round(ms / 100) / 10;
-	return `within ${n} second${n === 1 ? '' : 's'}`;
-};
 
 /**
  * Turns driver and network errors into messages a person can act on. Never includes the
@@ -130,7 +126,7 @@ export function toUnavailable(error: unknown, tables?: TableNames, limits?: Time
 	}
 	if (/timeout exceeded when trying to connect/i.test(message)) {
 		return new LedgerUnavailableError(
-			`No free connection to the ledger database could be had ${seconds(limits?.connectMs)}`,
+			`No free connection to the ledger database could be had ${withinSeconds(limits?.connectMs)}`,
 			'Check that PostgreSQL is reachable, or raise the pool size if many executions run at once.',
 			'POOL_TIMEOUT',
 		);
@@ -138,7 +134,7 @@ export function toUnavailable(error: unknown, tables?: TableNames, limits?: Time
 	// pg-pool: the connection was opened, but PostgreSQL did not complete the handshake in time.
 	if (/Connection terminated due to connection timeout|timeout expired/i.test(message)) {
 		return new LedgerUnavailableError(
-			`The ledger database did not answer ${seconds(limits?.connectMs)} while connecting (the connect timeout)`,
+			`The ledger database did not answer ${withinSeconds(limits?.connectMs)} while connecting (the connect timeout)`,
 			'Check that the host and port point to PostgreSQL and that it is not overloaded or blocked. To wait longer, raise Timeout (Seconds) in the ledger credential.',
 			'CONNECT_TIMEOUT',
 		);
@@ -166,7 +162,7 @@ function closedByServer(code: string) {
 
 function statementTimeout(limits: Timeouts | undefined, code: string) {
 	return new LedgerUnavailableError(
-		`The ledger database did not answer a statement ${seconds(limits?.statementMs)} (the statement timeout)`,
+		`The ledger database did not answer a statement ${withinSeconds(limits?.statementMs)} (the statement timeout)`,
 		'Check that PostgreSQL is not overloaded, and for locks held by other sessions (pg_stat_activity); then retry the execution.',
 		code,
 	);

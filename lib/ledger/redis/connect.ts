@@ -3,6 +3,7 @@ import { isIP } from 'net';
 import type { ConnectionOptions } from 'tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 
+import { withinSeconds } from '../duration';
 import { LedgerInputError, LedgerUnavailableError } from '../errors';
 import { RedisLedger } from './RedisLedger';
 
@@ -38,12 +39,10 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
  */
 export const COMMAND_TIMEOUT_MS = 60_000;
 
-const seconds = (ms: number) => `${Math.round(ms / 100) / 10} second${ms === 1000 ? '' : 's'}`;
-
 /** A connection that opened but whose handshake did not finish in time. */
 export const handshakeTimeout = (ms: number) =>
 	new LedgerUnavailableError(
-		`The ledger Redis did not answer within ${seconds(ms)} while connecting (the connect timeout)`,
+		`The ledger Redis did not answer ${withinSeconds(ms)} while connecting (the connect timeout)`,
 		'Check that the host and port point to Redis (and the TLS setting), and that it is not overloaded or blocked. To wait longer, raise Timeout (Seconds) in the ledger credential.',
 		'CONNECT_TIMEOUT',
 	);

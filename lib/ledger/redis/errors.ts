@@ -1,3 +1,4 @@
+import { withinSeconds } from '../duration';
 import { LedgerError, LedgerUnavailableError } from '../errors';
 
 /** See connect.ts (not imported from there: connect.ts imports this file's callers). */
@@ -37,7 +38,7 @@ export function toUnavailable(error: unknown, lastConnectionError?: unknown): Er
 			);
 		case 'ETIMEDOUT':
 			return unavailable(
-				e.timeoutMs ? `The ledger Redis did not answer within ${Math.round(e.timeoutMs / 100) / 10} seconds (the connect timeout)` : 'The ledger Redis did not answer in time',
+				`The ledger Redis did not answer ${withinSeconds(e.timeoutMs)}${e.timeoutMs ? ' (the connect timeout)' : ''}`,
 				'Check the network path and firewall between n8n and Redis, that the port is right, and the TLS setting. To wait longer, raise Timeout (Seconds) in the ledger credential.',
 				e.code,
 			);
