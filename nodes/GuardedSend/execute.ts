@@ -55,9 +55,6 @@ export const PHASE_SENDING = 'sending';
 /** Why an item left on Needs Review: each one needs a person. */
 export type ReviewReason = 'ambiguous' | 'rejected' | 'retry_later' | 'mismatch' | 'marked_for_review' | 'error';
 
-/** Why an item left on Skipped: it was sent before (by another run or an earlier item). */
-export type SkipReason = 'already_sent' | 'mismatch' | 'same_key_earlier_in_input';
-
 interface Config {
 	channelName: string;
 	step: (itemIndex: number) => string;

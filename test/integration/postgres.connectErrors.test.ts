@@ -1,28 +1,8 @@
-import { createServer, type Server, type Socket } from 'net';
-import type { AddressInfo } from 'net';
-
 import { LedgerUnavailableError } from '../../lib/ledger/errors';
 import { closeAllPostgresLedgers, postgresLedger } from '../../lib/ledger/postgres/connect';
 import { testPostgresConnection } from '../../lib/n8n/postgresCredential';
 import { settingsFromUrl, uniqueTable } from '../support/db';
-
-/** A local TCP server that does `onSocket` with every connection it accepts. */
-async function tcpServer(onSocket: (socket: Socket) => void): Promise<{ port: number; close: () => Promise<void> }> {
-	const sockets = new Set<Socket>();
-	const server: Server = createServer((socket) => {
-		sockets.add(socket);
-		socket.on('error', () => undefined);
-		onSocket(socket);
-	});
-	await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-	return {
-		port: (server.address() as AddressInfo).port,
-		close: async () => {
-			for (const s of sockets) s.destroy();
-			await new Promise((resolve) => server.close(resolve));
-		},
-	};
-}
+import { tcpServer } from '../support/tcpServer';
 
 const base = { host: '127.0.0.1', database: 'test', user: 'postgres', password: 'hunter2-secret', ssl: 'disable' as const, schema: 'public', table: 'idem_conn', poolSize: 2 };
 

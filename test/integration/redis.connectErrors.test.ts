@@ -1,27 +1,11 @@
-import { createServer, type Socket } from 'net';
-import type { AddressInfo } from 'net';
-
 import { LedgerUnavailableError } from '../../lib/ledger/errors';
 import { closeAllRedisLedgers, redisLedger } from '../../lib/ledger/redis/connect';
 import { testRedisCredential } from '../../lib/n8n/redisCredential';
 import { describeIfRedis, newRedisClient, redisUrl } from '../support/redis';
+import { tcpServer } from '../support/tcpServer';
 
 /** A local TCP server that accepts every connection and never answers. */
-async function silentServer(): Promise<{ port: number; close: () => Promise<void> }> {
-	const sockets = new Set<Socket>();
-	const server = createServer((socket) => {
-		sockets.add(socket);
-		socket.on('error', () => undefined);
-	});
-	await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-	return {
-		port: (server.address() as AddressInfo).port,
-		close: async () => {
-			for (const s of sockets) s.destroy();
-			await new Promise((resolve) => server.close(resolve));
-		},
-	};
-}
+const silentServer = () => tcpServer(() => undefined);
 
 const base = { host: '127.0.0.1', db: 0, tls: false, prefix: 'idem', cluster: false };
 
