@@ -1,4 +1,4 @@
-import type { IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
 import { DURATION_UNITS, toMilliseconds, type DurationUnit } from '../ledger/duration';
 import { assertNamespace } from '../ledger/validate';
@@ -56,6 +56,63 @@ export const durationProperties = (name: string, displayName: string, amount: nu
 	},
 ];
 
+/** A duration a node keeps under Options: one spec serves the panel and the reader. */
+export interface DurationSpec {
+	name: string;
+	displayName: string;
+	amount: number;
+	unit: DurationUnit;
+	description: string;
+	/** How messages name it, e.g. 'retention ("Keep Keys For")'. */
+	what: string;
+}
+
+const unitName = (unit: DurationUnit) => unit[0].toUpperCase() + unit.slice(1);
+
+/**
+ * A duration under Options: the amount, and its unit as a second option that may be left out
+ * (then the spec's unit applies, and the amount's description says which).
+ */
+export const durationOptions = (spec: DurationSpec): INodeProperties[] => [
+	{
+		displayName: spec.displayName,
+		name: spec.name,
+		type: 'number',
+		typeOptions: { minValue: 0, numberPrecision: 2 },
+		default: spec.amount,
+		description: `${spec.description} In ${spec.unit}, unless you also add "${spec.displayName} Unit".`,
+	},
+	{
+		displayName: `${spec.displayName} Unit`,
+		name: `${spec.name}Unit`,
+		type: 'options',
+		options: unitOptions,
+		default: spec.unit,
+		description: `The unit of "${spec.displayName}" (${unitName(spec.unit)} when left out)`,
+	},
+];
+
+/** The duration a node keeps under Options, in milliseconds: the spec's default where it is left out. */
+export function readDurationOption(ctx: IExecuteFunctions, spec: DurationSpec): number {
+	const options = ctx.getNodeParameter('options', 0, {}) as IDataObject;
+	const amount = options[spec.name] ?? spec.amount;
+	const unit = (options[`${spec.name}Unit`] ?? spec.unit) as DurationUnit;
+	return toMilliseconds(amount, unit, spec.what);
+}
+
+/**
+ * The scope as one option: a shared namespace when it is set, this workflow's own keys when it
+ * is left out. Nodes that keep Scope under Options read it with `namespaceReader(ctx, 'options')`.
+ */
+export const sharedNamespaceOption: INodeProperties = {
+	displayName: 'Shared Namespace',
+	name: 'namespace',
+	type: 'string',
+	default: '',
+	placeholder: 'e.g. stripe-events',
+	description: 'Compare keys with every workflow that uses this same name. Leave it out to compare only with the keys this workflow has seen.',
+};
+
 export function readDuration(ctx: IExecuteFunctions, name: string, what: string): number {
 	const amount = ctx.getNodeParameter(name, 0) as number;
 	const unit = ctx.getNodeParameter(`${name}Unit`, 0) as DurationUnit;
@@ -67,8 +124,11 @@ export function readDuration(ctx: IExecuteFunctions, name: string, what: string)
  * An editor test run gets its test namespace instead (see testRuns.ts), unless the node is set to
  * use the production namespace; the Idempotency Ledger node always gets the production one.
  */
-export function namespaceReader(ctx: IExecuteFunctions): (itemIndex: number, item: INodeExecutionData) => string {
-	const production = productionNamespaceReader(ctx);
+export function namespaceReader(
+	ctx: IExecuteFunctions,
+	where: ScopeParameters = 'top',
+): (itemIndex: number, item: INodeExecutionData) => string {
+	const production = productionNamespaceReader(ctx, where);
 	if (testRunPolicy(ctx).choice === 'production') return production;
 	let last: string | undefined;
 	let test = '';
@@ -82,15 +142,24 @@ export function namespaceReader(ctx: IExecuteFunctions): (itemIndex: number, ite
 	};
 }
 
-/** The namespace the node's Scope and Namespace name, whatever the execution mode. */
-function productionNamespaceReader(ctx: IExecuteFunctions): (itemIndex: number, item: INodeExecutionData) => string {
-	const scope = ctx.getNodeParameter('scope', 0) as string;
-	if (scope !== 'shared') {
+/** Where a node keeps its scope: Scope and Namespace at the top, or Shared Namespace under Options. */
+export type ScopeParameters = 'top' | 'options';
+
+/** The namespace the node's scope parameters name, whatever the execution mode. */
+function productionNamespaceReader(
+	ctx: IExecuteFunctions,
+	where: ScopeParameters,
+): (itemIndex: number, item: INodeExecutionData) => string {
+	const shared =
+		where === 'top'
+			? ctx.getNodeParameter('scope', 0) === 'shared'
+			: (ctx.getNodeParameter('options.namespace', 0, '', { rawExpressions: true }) as string) !== '';
+	if (!shared) {
 		const id = ctx.getWorkflow().id ?? 'unsaved';
 		const namespace = `workflow:${id}`;
 		return () => namespace;
 	}
-	const source = parameterSource(ctx, 'namespace');
+	const source = parameterSource(ctx, where === 'top' ? 'namespace' : 'options.namespace');
 	if (source.kind === 'constant') {
 		// A valid namespace is checked once; a bad one fails every item, so "continue on fail"
 		// still applies.
