@@ -132,11 +132,21 @@ export interface RecordOptions {
 	 * carry its fence instead, which also refuses a late write over a row another claim settled.
 	 */
 	holder?: string;
+	/**
+	 * For requests with a fence: write only a row that is still `in_progress` (a claim nobody has
+	 * settled yet). A row that its claim already settled, with a result, is left as it is and
+	 * answers `lost_lease`. Used to close claims at the end of a run without overwriting what a
+	 * later node recorded.
+	 */
+	onlyInProgress?: boolean;
 }
 
 export type RecordOutcome =
 	| { kind: 'written'; record: LedgerRecord }
-	/** Another claim owns the row now (or it was released or expired): nothing was written. */
+	/**
+	 * Nothing was written: another claim owns the row now, or it was released or expired (or, with
+	 * `onlyInProgress`, it was settled already).
+	 */
 	| { kind: 'lost_lease' };
 
 /** What an operator says happened to a step that may have been sent. */

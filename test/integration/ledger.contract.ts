@@ -478,6 +478,29 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect(await ledger.get(ns, 'gone')).toEqual([]);
 		});
 
+		test('onlyInProgress closes open claims and leaves a claim that a later node settled as it was', async () => {
+			const [settled, open, failing] = (await ledger.claim([req('oip-settled'), req('oip-open'), req('oip-failing')], lease('run'))).map(claimedRecord);
+			await ledger.record([{ ...id('oip-settled'), status: 'completed', externalId: 'msg-7', result: { ok: 1 }, fence: settled.fence }], { ttlMs: DAY });
+			const closed = await ledger.record(
+				[
+					{ ...id('oip-settled'), status: 'completed', fence: settled.fence },
+					{ ...id('oip-open'), status: 'completed', fence: open.fence },
+				],
+				{ ttlMs: DAY, onlyInProgress: true },
+			);
+			expect(closed[0]).toEqual({ kind: 'lost_lease' });
+			expect(writtenRecord(closed[1])).toMatchObject({ status: 'completed', leaseHolder: null, fence: open.fence });
+			expect((await ledger.get(ns, 'oip-settled'))[0]).toMatchObject({ status: 'completed', externalId: 'msg-7', result: { ok: 1 } });
+			expect((await ledger.claim([req('oip-open')], lease('next')))[0].kind).toBe('duplicate');
+			// A run that failed frees its claim at once; the next run takes the key.
+			const [freed] = await ledger.record([{ ...id('oip-failing'), status: 'failed_retryable', fence: failing.fence }], { ttlMs: DAY, onlyInProgress: true });
+			expect(freed.kind).toBe('written');
+			expect((await ledger.claim([req('oip-failing')], lease('next')))[0].kind).toBe('claimed');
+			// A stale fence is refused as before.
+			const [stale] = await ledger.record([{ ...id('oip-failing'), status: 'completed', fence: failing.fence }], { ttlMs: DAY, onlyInProgress: true });
+			expect(stale).toEqual({ kind: 'lost_lease' });
+		});
+
 		test('fencing tokens only grow, across release and re-claim', async () => {
 			const fences: number[] = [];
 			for (let round = 0; round < 3; round++) {

@@ -575,7 +575,8 @@ SELECT
 	 * Writes that belong to a claim: only a live row that still carries the claim's fence changes.
 	 * A fenced write never creates a row (an absent row was released or expired: the claim is gone).
 	 * Rows are locked in byte order first, then re-checked on their latest version.
-	 * $1..$7 arrays (namespace, key, step, status, fingerprint, external id, result), $8 fences, $9 ttl ms.
+	 * $1..$7 arrays (namespace, key, step, status, fingerprint, external id, result), $8 fences, $9 ttl ms,
+	 * $10 only rows still in progress.
 	 */
 	private recordFencedSql(): string {
 		const t = this.t;
@@ -587,13 +588,14 @@ WITH i AS (
 target AS (
 	SELECT l.namespace, l.key, l.step FROM ${t.ledger} l
 	JOIN i ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st
-	WHERE l.fence = i.fence AND l.expires_at > now()
+	WHERE l.fence = i.fence AND l.expires_at > now() AND (NOT $10::boolean OR l.status = 'in_progress')
 	ORDER BY l.namespace, l.key, l.step
 	FOR UPDATE OF l
 )
 UPDATE ${t.ledger} l SET ${this.settledColumns('i', '$9')}
 FROM target t JOIN i ON i.ns = t.namespace AND i.k = t.key AND i.st = t.step
 WHERE l.namespace = t.namespace AND l.key = t.key AND l.step = t.step AND l.fence = i.fence AND l.expires_at > now()
+	AND (NOT $10::boolean OR l.status = 'in_progress')
 RETURNING ${recordColumns('l')}`;
 	}
 
@@ -639,7 +641,12 @@ RETURNING ${recordColumns('l')}`;
 			for (let start = 0; start < indexes.length; start += this.chunkSize) {
 				const chunk = indexes.slice(start, start + this.chunkSize).map((i) => requests[i]);
 				const rows = fence
-					? await this.query(this.sql.recordFenced, [...columnsOf(chunk), chunk.map((r) => String(r.fence)), options.ttlMs])
+					? await this.query(this.sql.recordFenced, [
+							...columnsOf(chunk),
+							chunk.map((r) => String(r.fence)),
+							options.ttlMs,
+							options.onlyInProgress === true,
+						])
 					: await this.query(this.sql.recordUnfenced, [...columnsOf(chunk), options.ttlMs, options.holder ?? null]);
 				for (const row of rows) written.set(idKey(row.namespace, row.key, row.step), toRecord(row));
 			}

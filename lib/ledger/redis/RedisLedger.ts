@@ -282,7 +282,7 @@ export class RedisLedger implements Ledger {
 		const calls = chunks.map(({ namespace, indexes }): Call => {
 			const k = namespaceKeys(this.prefix, namespace);
 			const members = indexes.map((i) => member(requests[i].key, requests[i].step));
-			const args: Array<string | number> = [opt(options.holder), ttlMs, indexes.length];
+			const args: Array<string | number> = [opt(options.holder), ttlMs, indexes.length, options.onlyInProgress ? '1' : '0'];
 			indexes.forEach((i, j) => {
 				const r = requests[i];
 				const externalId = r.externalId === undefined || r.externalId === null ? null : String(r.externalId);

@@ -216,9 +216,10 @@ return out
 
 /**
  * KEYS: 8 fixed, n row keys, n step-set keys.
- * ARGV: holder?, ttlMs, n, then per request: member, key, step, status, fingerprint?, externalId?,
- * result?, fence?
- * A fenced request writes only a live row that still carries its fence (never creates one). An
+ * ARGV: holder?, ttlMs, n, onlyInProgress ('1' or '0'), then per request: member, key, step, status,
+ * fingerprint?, externalId?, result?, fence?
+ * A fenced request writes only a live row that still carries its fence (never creates one), and
+ * with onlyInProgress only one still in progress. An
  * unfenced one writes a row that is absent or expired, settled, or in progress under holder; any
  * row when no holder is given. A settled row has no lease holder; its fence stays. A needs_review
  * write keeps the phase the claim reached (its own, or the one it took over); a row left in
@@ -226,17 +227,17 @@ return out
  * Returns per request the written row's text, or nil (lost lease).
  */
 const RECORD = `
-local holder, ttlMs, n = opt(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local holder, ttlMs, n, openOnly = opt(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local out = {}
 for i = 1, n do
 	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
-	local j = 3 + (i - 1) * 8
+	local j = 4 + (i - 1) * 8
 	local m, key, step, status = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
 	local fp, x, res, fence = opt(ARGV[j + 5]), opt(ARGV[j + 6]), opt(ARGV[j + 7]), opt(ARGV[j + 8])
 	local old = readrow(rk)
 	local ok
 	if fence then
-		ok = old ~= nil and old.g ~= nil and old.g == tonumber(fence)
+		ok = old ~= nil and old.g ~= nil and old.g == tonumber(fence) and ((not openOnly) or old.st == 'in_progress')
 	else
 		ok = (not holder) or old == nil or old.st ~= 'in_progress' or old.lh == holder
 	end
