@@ -8,7 +8,11 @@ function nodeContext(nodeType, { parameters, items, credentials, executionId = '
 	return {
 		getInputData: () => items,
 		getNode: () => node,
-		getNodeParameter: (name, _i, fallback) => (name in params ? params[name] : fallback),
+		// n8n reads a path such as 'options.namespace' inside the parameters.
+		getNodeParameter: (name, _i, fallback) => {
+			const value = name.split('.').reduce((at, part) => (at == null ? undefined : at[part]), params);
+			return value === undefined ? fallback : value;
+		},
 		continueOnFail: () => false,
 		getCredentials: async () => credentials,
 		getExecutionId: () => executionId,
@@ -16,6 +20,7 @@ function nodeContext(nodeType, { parameters, items, credentials, executionId = '
 		getMode: () => 'trigger',
 		getWorkflow: () => ({ id: workflowId, name: 'bench', active: false }),
 		addExecutionHints: () => undefined,
+		getTimezone: () => 'UTC',
 	};
 }
 

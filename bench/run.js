@@ -67,7 +67,7 @@ async function main() {
 		},
 		'Dedupe Gate execute() (field "id", lease)': async (ns) => {
 			const items = keys(ns).map((id, i) => ({ json: { id, amount: i, customer: { email: `c${i}@example.com` } } }));
-			const ctx = nodeContext(gate, { parameters: { scope: 'shared', namespace: ns }, items, credentials });
+			const ctx = nodeContext(gate, { parameters: { keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: ns } }, items, credentials });
 			const before = gateLedger.roundTrips;
 			let out;
 			const first = await time(async () => (out = await gate.execute.call(ctx)));
@@ -95,7 +95,7 @@ async function main() {
 	}
 
 	// The webhook case: one item, after warm-up. How many ledger round trips does it add?
-	const one = nodeContext(gate, { parameters: { scope: 'shared', namespace: `one_${suffix}` }, items: [{ json: { id: 'evt_single' } }], credentials });
+	const one = nodeContext(gate, { parameters: { keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: `one_${suffix}` } }, items: [{ json: { id: 'evt_single' } }], credentials });
 	const before = gateLedger.roundTrips;
 	await gate.execute.call(one);
 	const oneItemTrips = gateLedger.roundTrips - before;

@@ -83,7 +83,7 @@ const dedupeGate = (namespace: string, key: object, credentialId: string, mode: 
 		'n8n-nodes-idempotency.dedupeGate',
 		1,
 		[440, 0],
-		{ mode, scope: 'shared', namespace, ...key },
+		{ mode, options: { namespace }, ...key },
 		{ credentials: { idempotencyPostgresApi: { id: credentialId, name: 'Ledger' } } },
 	);
 

@@ -51,3 +51,37 @@ export function factsOf(outcome: Outcome, namespace: string, key: string, step: 
  * nodes that look for the unit's key on an item skip them (see lineage.ts).
  */
 export const PROMPT_CACHE_STEP = 'prompt-cache';
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+/** "2026-11-24 10:02:11" in the workflow's time zone (UTC when n8n names none it knows). */
+function localTime(date: Date, timeZone: string): string {
+	let format = formatters.get(timeZone);
+	if (!format) {
+		try {
+			format = new Intl.DateTimeFormat('sv-SE', { timeZone, dateStyle: 'short', timeStyle: 'medium' });
+		} catch {
+			format = new Intl.DateTimeFormat('sv-SE', { timeZone: 'UTC', dateStyle: 'short', timeStyle: 'medium' });
+		}
+		formatters.set(timeZone, format);
+	}
+	return format.format(date);
+}
+
+/** "execution:12" → "execution 12"; any other holder as it is. */
+const holderName = (holder: string | null) => (holder ? holder.replace(/^execution:/, 'execution ') : 'another run');
+
+/**
+ * Why an item went to In Progress, in words a person can act on: who holds the key since when,
+ * and when it is free again if that run never finishes. Times are the ledger's, shown in the
+ * workflow's time zone.
+ */
+export function inProgressReason(record: LedgerRecord | null, ownHolder: string, timeZone: string): string {
+	if (!record) return 'Another item of this batch with the same key went first.';
+	if (record.leaseHolder === ownHolder) {
+		return 'This execution let the same key through earlier (for example in a loop) and has not marked it done yet.';
+	}
+	const since = localTime(record.updatedAt, timeZone);
+	const until = record.leaseExpiresAt ? localTime(record.leaseExpiresAt, timeZone) : null;
+	const free = until ? ` It is free again at ${until} (${timeZone}) if that run never finishes.` : '';
+	return `Let through to ${holderName(record.leaseHolder)} at ${since} and not marked done yet.${free}`;
+}

@@ -92,9 +92,12 @@ export const durationOptions = (spec: DurationSpec): INodeProperties[] => [
 	},
 ];
 
-/** The duration a node keeps under Options, in milliseconds: the spec's default where it is left out. */
-export function readDurationOption(ctx: IExecuteFunctions, spec: DurationSpec): number {
-	const options = ctx.getNodeParameter('options', 0, {}) as IDataObject;
+/**
+ * The duration a node keeps under Options, in milliseconds: the spec's default where it is left
+ * out. `options` saves reading the collection again when the caller has it.
+ */
+export function readDurationOption(ctx: IExecuteFunctions, spec: DurationSpec, options?: IDataObject): number {
+	options ??= ctx.getNodeParameter('options', 0, {}) as IDataObject;
 	const amount = options[spec.name] ?? spec.amount;
 	const unit = (options[`${spec.name}Unit`] ?? spec.unit) as DurationUnit;
 	return toMilliseconds(amount, unit, spec.what);

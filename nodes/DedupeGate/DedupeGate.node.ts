@@ -8,21 +8,21 @@ import {
 } from 'n8n-workflow';
 
 import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
-import { durationProperties, scopeProperties } from '../../lib/n8n/scope';
+import { durationOptions, sharedNamespaceOption } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
-import { executeDedupeGate } from './execute';
+import { executeDedupeGate, LEASE, RETENTION } from './execute';
 
 /**
  * Outputs follow the mismatch policy: a fourth output only when mismatches are routed. This
  * function's source is evaluated inside n8n's expression sandbox, so it may use literals only.
  */
-const configuredOutputs = (parameters: { onMismatch?: string }) => {
+const configuredOutputs = (parameters: { options?: { onMismatch?: string } }) => {
 	const outputs = [
 		{ type: 'main', displayName: 'New' },
 		{ type: 'main', displayName: 'Duplicate' },
 		{ type: 'main', displayName: 'In Progress' },
 	];
-	if (parameters.onMismatch === 'route') outputs.push({ type: 'main', displayName: 'Payload Mismatch' });
+	if ((parameters.options || {}).onMismatch === 'route') outputs.push({ type: 'main', displayName: 'Payload Mismatch' });
 	return outputs;
 };
 
@@ -34,28 +34,28 @@ const keyProperties: INodeProperties[] = [
 		noDataExpression: true,
 		options: [
 			{
-				name: 'Field Name',
-				value: 'field',
-				description: 'Read the key from one field of the item, for example an event or order field. Fastest.',
-			},
-			{
 				name: 'Expression',
 				value: 'expression',
-				description: 'Build the key with an expression',
+				description: 'A field dragged in from the input, or any expression; the panel shows the key it reads',
+			},
+			{
+				name: 'Field Name',
+				value: 'field',
+				description: 'The name of one field, typed as text, e.g. body.eventId',
 			},
 			{
 				name: 'Hash of Chosen Fields',
 				value: 'fields',
-				description: 'The key is a hash of the values of several fields',
+				description: 'Several fields that together identify the item',
 			},
 			{
 				name: 'Hash of Whole Item',
 				value: 'item',
-				description: 'The key is a hash of the whole item, with key order and surrounding whitespace ignored',
+				description: 'The whole item; key order and surrounding spaces do not matter',
 			},
 		],
-		default: 'field',
-		description: 'Where the idempotency key of each item comes from. Use the identifier of the business event (event ID, order ID), never a timestamp.',
+		default: 'expression',
+		description: 'Where the key of each item comes from: the ID of the event or order it is about (never a timestamp). Items with the same key are let through once.',
 	},
 	{
 		displayName: 'Key Field',
@@ -74,7 +74,7 @@ const keyProperties: INodeProperties[] = [
 		default: '={{ $json.id }}',
 		required: true,
 		placeholder: 'e.g. {{ $json.body.eventId }}',
-		description: "The idempotency key. A plain field of the item, or of an earlier node's item (as n8n writes it when you drag a field in), is read directly and costs nothing. Other expressions are evaluated by n8n, for many items at once when they use no $input, arrow functions or template literals.",
+		description: 'The key of each item: drag the ID of the event or order here from the input. Items with the same key go to New once.',
 		displayOptions: { show: { keySource: ['expression'] } },
 	},
 	{
@@ -99,7 +99,7 @@ export class DedupeGate implements INodeType {
 		icon: { light: 'file:dedupeGate.svg', dark: 'file:dedupeGate.dark.svg' },
 		group: ['transform'],
 		version: 1,
-		subtitle: '={{ {"lease": "Claim until completed", "seen": "Mark seen now", "newer": "Only newer versions"}[$parameter["mode"]] }}',
+		subtitle: '={{ {"auto": "Done when the execution succeeds", "lease": "Done when Mark Step Done records it", "seen": "Done as soon as it passes", "newer": "Only newer versions"}[$parameter["mode"]] }}',
 		description: 'Let each key through once, however often a flow is retried or replayed',
 		defaults: { name: 'Dedupe Gate' },
 		inputs: [NodeConnectionTypes.Main],
@@ -122,28 +122,35 @@ export class DedupeGate implements INodeType {
 			backendProperty,
 			...keyProperties,
 			{
-				displayName: 'Mode',
+				displayName: 'Mark Keys Done',
 				name: 'mode',
 				type: 'options',
 				noDataExpression: true,
 				options: [
 					{
-						name: 'Claim Until Completed',
-						value: 'lease',
-						description: 'Hold the key in progress until Mark Step Done or Guarded Send completes it. If the run dies, the key frees up once the lease runs out.',
+						name: 'When the Execution Succeeds',
+						value: 'auto',
+						description:
+							'A key is held while this execution runs and counts as done when the execution ends without an error. A failed execution frees it at once; one that n8n never finished (a crash) frees it after the lease. If a Mark Step Done or Guarded Send node follows the gate, that node records it instead.',
 					},
 					{
-						name: 'Mark Seen Now',
+						name: 'When Mark Step Done Records It',
+						value: 'lease',
+						description: 'A key is held until a Mark Step Done node (or Guarded Send with "Also Complete the Unit of Work") records it. If nothing records it, it is let through again after the lease.',
+					},
+					{
+						name: 'As Soon As It Passes',
 						value: 'seen',
-						description: 'Record the key as done at once: at most once, like Remove Duplicates, but safe under concurrency',
+						description: 'A key counts as done the moment it passes, like Remove Duplicates but safe when executions run at the same time. A crash after the gate is not retried.',
 					},
 					{
 						name: 'Only Newer Versions',
 						value: 'newer',
-						description: 'Let a key through again only when its version field is greater, for out-of-order webhooks',
+						description: 'A key passes again only when its version field is greater, for webhooks that arrive out of order',
 					},
 				],
-				default: 'lease',
+				default: 'auto',
+				description: 'When a key that went to New counts as done, so that the next item with it goes to Duplicate',
 			},
 			{
 				displayName: 'Version Field',
@@ -154,22 +161,6 @@ export class DedupeGate implements INodeType {
 				placeholder: 'e.g. updated_at',
 				description: 'Field that orders versions of the same key: a number, or an ISO date',
 				displayOptions: { show: { mode: ['newer'] } },
-			},
-			...durationProperties('lease', 'Lease', 10, 'minutes', 'How long a claim stays in progress before another run may take the key over', { mode: ['lease'] }),
-			...scopeProperties,
-			...durationProperties('retention', 'Keep Keys For', 30, 'days', 'How long a key is remembered. After that it counts as new again.'),
-			{
-				displayName: 'When the Payload Differs',
-				name: 'onMismatch',
-				type: 'options',
-				noDataExpression: true,
-				options: [
-					{ name: 'Treat as Duplicate', value: 'duplicate', description: 'Send it to the Duplicate output, marked as a mismatch' },
-					{ name: 'Send to Its Own Output', value: 'route', description: 'Add a Payload Mismatch output for these items' },
-					{ name: 'Stop With an Error', value: 'error', description: 'Fail the item: the same key must never carry different content' },
-				],
-				default: 'duplicate',
-				description: 'What to do when a key arrives again with different content',
 			},
 			{
 				displayName: 'Options',
@@ -184,23 +175,38 @@ export class DedupeGate implements INodeType {
 						type: 'string',
 						default: '',
 						placeholder: 'e.g. body',
-						description: 'Comma-separated fields whose content must match on a repeat. Empty compares the whole item (only "body" for Webhook items).',
+						description: 'Comma-separated fields whose content must match when a key comes again. Empty compares the whole item (only "body" for Webhook items).',
 					},
 					editorTestRunsOption(true, '"Skip the Ledger" sends every item to New.'),
+					...durationOptions(LEASE),
+					...durationOptions(RETENTION),
 					{
 						displayName: 'Let Items Through if the Ledger Is Down',
 						name: 'failOpen',
 						type: 'boolean',
 						default: false,
-						description: 'Whether to send every item to New when the ledger cannot be reached. Off by default: the gate fails closed and nothing is sent twice.',
+						description: 'Whether to send every item to New when the ledger database cannot be reached. Off by default: then the node stops with an error and nothing is sent twice.',
 					},
+					sharedNamespaceOption,
 					{
 						displayName: 'Step',
 						name: 'step',
 						type: 'string',
 						default: '',
 						placeholder: 'e.g. import',
-						description: 'Ledger step to claim. Leave empty for the unit of work itself.',
+						description: 'Name of a step within the key to check instead of the key itself. Leave empty in most flows.',
+					},
+					{
+						displayName: 'When the Content Differs',
+						name: 'onMismatch',
+						type: 'options',
+						options: [
+							{ name: 'Treat as Duplicate', value: 'duplicate', description: 'Send it to Duplicate, marked as a mismatch' },
+							{ name: 'Send to Its Own Output', value: 'route', description: 'Add a Payload Mismatch output for these items' },
+							{ name: 'Stop With an Error', value: 'error', description: 'Fail the item: one key must never carry different content' },
+						],
+						default: 'duplicate',
+						description: 'What to do when a key comes again with different content (see Compare Fields)',
 					},
 				],
 			},

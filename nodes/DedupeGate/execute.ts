@@ -1,23 +1,25 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { fingerprint, sha256, normalize } from '../../lib/ledger/fingerprint';
-import type { ClaimMode, ClaimOutcome, ClaimRequest } from '../../lib/ledger/types';
+import type { ClaimMode, ClaimOutcome, ClaimRequest, FencedRow, Ledger } from '../../lib/ledger/types';
 import { LedgerInputError } from '../../lib/ledger/errors';
 import { assertKey, assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
-import { FACTS_FIELD, factsOf, type Outcome } from '../../lib/n8n/facts';
+import { atExecutionEnd, canActAtExecutionEnd } from '../../lib/n8n/executionEnd';
+import { FACTS_FIELD, factsOf, inProgressReason, type Outcome } from '../../lib/n8n/facts';
 import {
 	fieldSource,
 	formatPath,
 	parameterSource,
 	parseFieldPath,
+	plainPath,
 	readPath,
 	toKeyText,
 	type PathSegment,
 	type ValueSource,
 } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
-import { namespaceReader, readDuration } from '../../lib/n8n/scope';
+import { namespaceReader, readDurationOption, type DurationSpec } from '../../lib/n8n/scope';
 import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
 
 const NEW = 0;
@@ -25,10 +27,48 @@ const DUPLICATE = 1;
 const IN_PROGRESS = 2;
 const MISMATCH = 3;
 
+export const LEASE: DurationSpec = {
+	name: 'lease',
+	displayName: 'Lease',
+	amount: 10,
+	unit: 'minutes',
+	description: 'How long a key stays In Progress if its execution never finishes (n8n crashed or was stopped). After that another execution may take the key.',
+	what: 'lease (Options → Lease)',
+};
+
+export const RETENTION: DurationSpec = {
+	name: 'retention',
+	displayName: 'Keep Keys For',
+	amount: 30,
+	unit: 'days',
+	description: 'How long a key is remembered. After that it counts as new again.',
+	what: 'retention (Options → Keep Keys For)',
+};
+
+/** The "Mark Keys Done" choices; `auto` claims like `lease` and closes the claim itself. */
+type GateMode = 'auto' | ClaimMode;
+
+/** Who marks a key that went to New as done. */
+type Closer =
+	/** The gate, when the execution ends: done if it succeeded, free again if it failed. */
+	| 'execution'
+	/** A Mark Step Done or Guarded Send node later in the flow. */
+	| 'node'
+	/** Nobody: the claim was done at once ("As Soon As It Passes", "Only Newer Versions"). */
+	| 'none';
+
+/** Words on each New item, under `idempotency.doneWhen`. */
+const DONE_WHEN: Record<Closer, string> = {
+	execution: 'when this execution succeeds',
+	node: 'when a Mark Step Done (or Guarded Send) after the gate records it',
+	none: 'already',
+};
+
 type KeyReader = (itemIndex: number, item: INodeExecutionData) => string;
 
 interface GateConfig {
 	mode: ClaimMode;
+	closer: Closer;
 	namespace: (itemIndex: number, item: INodeExecutionData) => string;
 	key: KeyReader;
 	keyKind: ValueSource['kind'] | 'hash';
@@ -65,9 +105,11 @@ function keyReader(ctx: IExecuteFunctions): { read: KeyReader; kind: GateConfig[
 	}
 	if (source === 'expression') {
 		const expression = parameterSource(ctx, 'keyExpression');
+		const plain = plainPath(ctx.getNodeParameter('keyExpression', 0, '', { rawExpressions: true }));
+		const what = plain ? `key (${plain.node === null ? '' : `node "${plain.node}", `}field "${formatPath(plain.path)}")` : 'key';
 		return {
 			kind: expression.kind,
-			read: (i, item) => assertKey(toKeyText(expression.read(i, item))),
+			read: (i, item) => assertKey(toKeyText(expression.read(i, item), what), what),
 		};
 	}
 	if (source === 'fields') {
@@ -106,8 +148,39 @@ function payloadReader(compareFields: string): (item: INodeExecutionData) => str
 	};
 }
 
+/**
+ * Whether a node that records the unit of work follows this gate anywhere downstream (enabled): a
+ * Mark Step Done, or a Guarded Send, which leaves a send that failed or needs review for a later
+ * delivery to take up again, so the gate must not close the key behind it.
+ */
+function recorderFollows(ctx: IExecuteFunctions): boolean {
+	return ctx
+		.getChildNodes(ctx.getNode().name)
+		.some((node) => !node.disabled && (node.type.endsWith('.markStepDone') || node.type.endsWith('.guardedSend')));
+}
+
+/**
+ * How the chosen mode claims, and who closes the claim. "When the Execution Succeeds" leaves it
+ * to a Mark Step Done that follows, else closes it at the end of the execution; an n8n that
+ * lets no node act at the end gets the claim closed at once (an execution hint says so).
+ */
+function claimPlan(ctx: IExecuteFunctions, mode: GateMode): { mode: ClaimMode; closer: Closer } {
+	if (mode === 'lease') return { mode, closer: 'node' };
+	if (mode !== 'auto') return { mode, closer: 'none' };
+	if (recorderFollows(ctx)) return { mode: 'lease', closer: 'node' };
+	if (canActAtExecutionEnd(ctx)) return { mode: 'lease', closer: 'execution' };
+	ctx.addExecutionHints({
+		message:
+			'This n8n does not let the gate see when the execution ends, so keys are marked done as they pass. To retry an action after a crash, add a Mark Step Done node after it and set "Mark Keys Done" to "When Mark Step Done Records It".',
+		type: 'warning',
+		location: 'outputPane',
+	});
+	return { mode: 'seen', closer: 'none' };
+}
+
 function readConfig(ctx: IExecuteFunctions): GateConfig {
-	const mode = ctx.getNodeParameter('mode', 0) as ClaimMode;
+	const plan = claimPlan(ctx, ctx.getNodeParameter('mode', 0, 'auto') as GateMode);
+	const mode = plan.mode;
 	const options = ctx.getNodeParameter('options', 0, {}) as IDataObject;
 	const key = keyReader(ctx);
 	let version: GateConfig['version'] = null;
@@ -120,15 +193,16 @@ function readConfig(ctx: IExecuteFunctions): GateConfig {
 	}
 	return {
 		mode,
-		namespace: namespaceReader(ctx),
+		closer: plan.closer,
+		namespace: namespaceReader(ctx, 'options'),
 		key: key.read,
 		keyKind: key.kind,
 		version,
 		payload: payloadReader(String(options.compareFields ?? '')),
 		step: assertStep(String(options.step ?? '')),
-		leaseMs: mode === 'lease' ? readDuration(ctx, 'lease', 'lease') : 0,
-		ttlMs: readDuration(ctx, 'retention', 'retention ("Keep Keys For")'),
-		onMismatch: ctx.getNodeParameter('onMismatch', 0) as GateConfig['onMismatch'],
+		leaseMs: mode === 'lease' ? readDurationOption(ctx, LEASE, options) : 0,
+		ttlMs: readDurationOption(ctx, RETENTION, options),
+		onMismatch: (options.onMismatch ?? 'duplicate') as GateConfig['onMismatch'],
 		failOpen: options.failOpen === true,
 		skipLedger: testRunPolicy(ctx).choice === 'skip',
 	};
@@ -195,14 +269,16 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	}
 
 	let outcomes: ClaimOutcome[];
+	const holder = `execution:${this.getExecutionId() ?? 'unknown'}`;
 	try {
 		const ledger = await openLedger(this);
 		outcomes = await ledger.claim(requests, {
 			mode: config.mode,
-			holder: `execution:${this.getExecutionId() ?? 'unknown'}`,
+			holder,
 			leaseMs: config.leaseMs,
 			ttlMs: config.ttlMs,
 		});
+		if (config.closer === 'execution') closeAtExecutionEnd(this, ledger, claimedRows(outcomes), config.ttlMs);
 	} catch (error) {
 		if (config.failOpen) {
 			this.addExecutionHints({
@@ -221,6 +297,8 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 		return outputs;
 	}
 
+	const doneWhen = DONE_WHEN[config.closer];
+	const timeZone = this.getTimezone();
 	const route = (r: number, outcome: Outcome, output: number, record: Parameters<typeof factsOf>[4]) => {
 		const q = requests[r];
 		const index = requestItem[r];
@@ -236,7 +314,10 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			}
 			output = config.onMismatch === 'route' ? MISMATCH : DUPLICATE;
 		}
-		outputs[output].push(withFacts(items[index], index, factsOf(outcome, q.namespace, q.key, q.step, record)));
+		const facts = factsOf(outcome, q.namespace, q.key, q.step, record);
+		if (outcome === 'new') facts.doneWhen = doneWhen;
+		else if (outcome === 'in_progress') facts.reason = inProgressReason(record, holder, timeZone);
+		outputs[output].push(withFacts(items[index], index, facts));
 	};
 
 	for (let r = 0; r < outcomes.length; r++) {
@@ -267,4 +348,39 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 		}
 	}
 	return outputs;
+}
+
+/** The rows this claim took, with their fences. */
+function claimedRows(outcomes: ClaimOutcome[]): FencedRow[] {
+	const rows: FencedRow[] = [];
+	for (const outcome of outcomes) {
+		if (outcome.kind !== 'claimed' || outcome.record.fence === null) continue;
+		const { namespace, key, step, fence } = outcome.record;
+		rows.push({ namespace, key, step, fence });
+	}
+	return rows;
+}
+
+/**
+ * "When the Execution Succeeds": when this execution ends, its claims that nothing settled are
+ * recorded as completed (it succeeded) or as failed, retry later (it failed: the next delivery
+ * may take the key at once). A paused execution (Wait node) leaves them to the lease. A claim
+ * another run took over, or that a later node settled, is left alone (fence, onlyInProgress).
+ */
+function closeAtExecutionEnd(ctx: IExecuteFunctions, ledger: Ledger, rows: FencedRow[], ttlMs: number): void {
+	if (rows.length === 0) return;
+	atExecutionEnd(ctx, async (end) => {
+		if (end === 'waiting') return;
+		const status = end === 'succeeded' ? 'completed' : 'failed_retryable';
+		try {
+			await ledger.record(
+				rows.map((row) => ({ ...row, status })),
+				{ ttlMs, onlyInProgress: true },
+			);
+		} catch (error) {
+			ctx.logger.warn(
+				`Dedupe Gate "${ctx.getNode().name}": could not mark ${rows.length} key(s) as ${status} when the execution ended; they are let through again after the lease. ${(error as Error).message}`,
+			);
+		}
+	});
 }

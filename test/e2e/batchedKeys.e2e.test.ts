@@ -51,7 +51,7 @@ function workflow(expression: string, credentialId: string, namespace: string, p
 	const credentials = { idempotencyPostgresApi: { id: credentialId, name: 'Ledger' } };
 	const body = expression.replace(/^=\{\{([\s\S]*)\}\}$/, '$1');
 	const gate = (name: string, y: number, keyExpression: string) =>
-		node(name, GATE, { scope: 'shared', namespace: `${namespace}-${name}`, keySource: 'expression', keyExpression }, { credentials, onError: 'continueRegularOutput', position: [440, y] });
+		node(name, GATE, { options: { namespace: `${namespace}-${name}` }, keySource: 'expression', keyExpression }, { credentials, onError: 'continueRegularOutput', position: [440, y] });
 	return {
 		name: `batched keys ${expression}`,
 		nodes: [

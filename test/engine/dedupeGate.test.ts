@@ -61,7 +61,7 @@ describe('Dedupe Gate in the real engine', () => {
 	const events = Array.from({ length: 20 }, (_, i) => ({ id: `evt_${i}`, amount: i * 10 }));
 
 	test('first run: every item is New; an identical second run: every item is Duplicate', async () => {
-		const gate = { scope: 'shared', namespace: 'engine-seen', mode: 'seen' };
+		const gate = { options: { namespace: 'engine-seen' }, mode: 'seen' };
 		const first = await run(events, gate);
 		expect(first.error).toBeUndefined();
 		const [fresh, dup, busy] = first.outputs('Gate');
@@ -98,7 +98,7 @@ describe('Dedupe Gate in the real engine', () => {
 
 	test('duplicates inside one input batch: the first item wins', async () => {
 		const batch = [{ id: 'a', n: 1 }, { id: 'b', n: 2 }, { id: 'a', n: 1 }, { id: 'c', n: 3 }, { id: 'b', n: 2 }];
-		const result = await run(batch, { scope: 'shared', namespace: 'engine-batch', mode: 'seen' });
+		const result = await run(batch, { options: { namespace: 'engine-batch' }, mode: 'seen' });
 		const [fresh, dup] = result.outputs('Gate');
 		expect(fresh.map((i) => i.pairedItem)).toEqual([{ item: 0 }, { item: 1 }, { item: 3 }]);
 		expect(dup.map((i) => i.pairedItem)).toEqual([{ item: 2 }, { item: 4 }]);
@@ -115,7 +115,7 @@ describe('Dedupe Gate in the real engine', () => {
 			[{ keySource: 'item' }, /^[0-9a-f]{64}$/],
 		];
 		for (const [params, expected] of cases) {
-			const result = await run(items, { scope: 'shared', namespace: `engine-keys-${JSON.stringify(params).length}-${Math.random()}`, mode: 'seen', ...params });
+			const result = await run(items, { options: { namespace: `engine-keys-${JSON.stringify(params).length}-${Math.random()}` }, mode: 'seen', ...params });
 			expect(result.error).toBeUndefined();
 			const key = facts(result.outputs('Gate')[0][0]).key as string;
 			if (typeof expected === 'string') expect(key).toBe(expected);
@@ -123,13 +123,13 @@ describe('Dedupe Gate in the real engine', () => {
 		}
 		// Whitespace and key order do not change a hash of the whole item.
 		const ns = `engine-hash-${Math.random()}`;
-		await run([{ a: 1, b: ' x ' }], { scope: 'shared', namespace: ns, mode: 'seen', keySource: 'item' });
-		const again = await run([{ b: 'x', a: 1 }], { scope: 'shared', namespace: ns, mode: 'seen', keySource: 'item' });
+		await run([{ a: 1, b: ' x ' }], { options: { namespace: ns }, mode: 'seen', keySource: 'item' });
+		const again = await run([{ b: 'x', a: 1 }], { options: { namespace: ns }, mode: 'seen', keySource: 'item' });
 		expect(again.outputs('Gate')[1]).toHaveLength(1);
 	});
 
 	test('only newer versions: an older or equal version is a duplicate, a newer one passes', async () => {
-		const gate = { scope: 'shared', namespace: 'engine-newer', mode: 'newer', versionField: 'updated' };
+		const gate = { options: { namespace: 'engine-newer' }, mode: 'newer', versionField: 'updated' };
 		await run([{ id: 'o1', updated: '2026-01-02T00:00:00Z', v: 'b' }], gate);
 		const older = await run([{ id: 'o1', updated: '2026-01-01T00:00:00Z', v: 'a' }], gate);
 		expect(older.outputs('Gate')[1]).toHaveLength(1);
@@ -139,7 +139,7 @@ describe('Dedupe Gate in the real engine', () => {
 	});
 
 	test('payload mismatch: duplicate by default, its own output, or an error', async () => {
-		const base = { scope: 'shared', mode: 'seen' };
+		const base = { mode: 'seen' };
 		for (const [policy, check] of [
 			['duplicate', (r: EngineRunResult) => expect(facts(r.outputs('Gate')[1][0]).outcome).toBe('mismatch')],
 			['route', (r: EngineRunResult) => {
@@ -149,14 +149,14 @@ describe('Dedupe Gate in the real engine', () => {
 			['error', (r: EngineRunResult) => expect(r.nodeError('Gate')?.message).toMatch(/seen before with different content/)],
 		] as const) {
 			const namespace = `engine-mismatch-${policy}`;
-			await run([{ id: 'm', total: 10 }], { ...base, namespace, onMismatch: policy });
-			check(await run([{ id: 'm', total: 99 }], { ...base, namespace, onMismatch: policy }));
+			await run([{ id: 'm', total: 10 }], { ...base, options: { namespace, onMismatch: policy } });
+			check(await run([{ id: 'm', total: 99 }], { ...base, options: { namespace, onMismatch: policy } }));
 		}
 		// Webhook items compare their body only: new headers on a redelivery are no mismatch.
 		const namespace = 'engine-webhook';
 		const delivery = (requestId: string) => ({ headers: { 'x-request-id': requestId }, body: { id: 'evt_w', amount: 5 }, query: {} });
-		await run([delivery('r1')], { ...base, namespace, keySource: 'field', keyField: 'body.id' });
-		const redelivery = await run([delivery('r2')], { ...base, namespace, keySource: 'field', keyField: 'body.id' });
+		await run([delivery('r1')], { ...base, options: { namespace }, keySource: 'field', keyField: 'body.id' });
+		const redelivery = await run([delivery('r2')], { ...base, options: { namespace }, keySource: 'field', keyField: 'body.id' });
 		expect(facts(redelivery.outputs('Gate')[1][0]).outcome).toBe('duplicate');
 	});
 
@@ -176,25 +176,26 @@ describe('Dedupe Gate in the real engine', () => {
 			expect(result.outputs('Gate')[0]).toHaveLength(count);
 			return Object.fromEntries(reads);
 		};
-		const settings = { mode: 'lease', scope: 'shared', namespace: 'engine-once', lease: 5, leaseUnit: 'minutes', retention: 7, retentionUnit: 'days', onMismatch: 'route', options: { compareFields: 'id', step: 'welcome' } };
+		const options = { namespace: 'engine-once', lease: 5, leaseUnit: 'minutes', retention: 7, retentionUnit: 'days', onMismatch: 'route', compareFields: 'id', step: 'welcome' };
+		const settings = { mode: 'lease', options };
 		const keys: INodeParameters[] = [
 			{ keySource: 'field', keyField: 'id' },
 			{ keySource: 'expression', keyExpression: '={{ $json.id }}' },
 			{ keySource: 'expression', keyExpression: "={{ 'k-' + $json.id }}" },
-			{ keySource: 'field', keyField: 'id', namespace: '={{ $json.tenant }}-once' },
+			{ keySource: 'field', keyField: 'id', options: { ...options, namespace: '={{ $json.tenant }}-once' } },
 		];
 		for (const key of keys) {
 			const small = await perExecution(10, { ...settings, ...key });
 			const large = await perExecution(1_000, { ...settings, ...key });
 			expect(large).toEqual(small);
-			for (const name of ['mode', 'scope', 'namespace', 'lease', 'retention', 'onMismatch', 'options', 'keySource', 'backend']) {
+			for (const name of ['mode', 'options', 'options.namespace', 'keySource', 'backend']) {
 				expect({ name, reads: small[name] }).toEqual({ name, reads: expect.any(Number) });
 				expect(small[name]).toBeLessThanOrEqual(2);
 			}
 		}
 		// The counter sees per-item reads: a namespace only n8n can evaluate is read for each item.
-		const perItem = { ...settings, keySource: 'field', keyField: 'id', namespace: '={{ `t-${$json.tenant}` }}' };
-		expect((await perExecution(1_000, perItem)).namespace).toBeGreaterThanOrEqual(1_000);
+		const perItem = { ...settings, keySource: 'field', keyField: 'id', options: { ...options, namespace: '={{ `t-${$json.tenant}` }}' } };
+		expect((await perExecution(1_000, perItem))['options.namespace']).toBeGreaterThanOrEqual(1_000);
 	});
 
 	describe('bad input: a readable error, and nothing written', () => {
@@ -206,15 +207,15 @@ describe('Dedupe Gate in the real engine', () => {
 			['over-long key', [{ id: 'k'.repeat(513) }], {}, /key \(field "id"\) is 513 characters long; the limit is 512/],
 			['over-long key of emoji, counted as a person counts', [{ id: '\u{1F600}'.repeat(513) }], {}, /key \(field "id"\) is 513 characters long; the limit is 512/],
 			['key with a NUL character', [{ id: 'evt\u00001' }], {}, /key \(field "id"\) contains a NUL character/],
-			['missing key through an expression', [{ other: 1 }], { keySource: 'expression', keyExpression: '={{ $json.id }}' }, /key is missing/],
-			['bad key field name', [{ id: 1 }], { keyField: 'a..b' }, /is not a field name/],
+			['missing key through an expression', [{ other: 1 }], { keySource: 'expression', keyExpression: '={{ $json.id }}' }, /key \(field "id"\) is missing/],
+			['bad key field name', [{ id: 1 }], { keySource: 'field', keyField: 'a..b' }, /is not a field name/],
 			['missing field to hash', [{ id: 1 }], { keySource: 'fields', keyFields: 'id, email' }, /"email" is missing/],
-			['empty shared namespace', [{ id: 1 }], { scope: 'shared', namespace: ' ' }, /namespace is empty/],
-			['bad retention', [{ id: 1 }], { retention: 0 }, /positive number of days/],
+			['empty shared namespace', [{ id: 1 }], { options: { namespace: ' ' } }, /namespace is empty/],
+			['bad retention', [{ id: 1 }], { options: { retention: 0 } }, /positive number of days/],
 		];
 		test.each(cases)('%s', async (_name, items, params, message) => {
 			const namespace = `engine-bad-${Math.random()}`;
-			const result = await run(items, { scope: 'shared', namespace, mode: 'seen', ...params });
+			const result = await run(items, { mode: 'seen', ...params, options: { namespace, ...(params.options as object) } });
 			expect(result.nodeError('Gate')?.message).toMatch(message);
 			expect(result.outputs('Gate')).toEqual([]);
 			expect(await rowCount(namespace)).toBe(0);
@@ -228,14 +229,14 @@ describe('Dedupe Gate in the real engine', () => {
 
 		test('a key of 300 emoji is 300 characters, and is claimed', async () => {
 			const namespace = `engine-emoji-${Math.random()}`;
-			const result = await run([{ id: '\u{1F600}'.repeat(300) }], { scope: 'shared', namespace, mode: 'seen' });
+			const result = await run([{ id: '\u{1F600}'.repeat(300) }], { options: { namespace }, mode: 'seen' });
 			expect(result.nodeError('Gate')).toBeUndefined();
 			expect(result.outputs('Gate')[0]).toHaveLength(1);
 		});
 
 		test('with Continue on error, a NUL in one key fails that item only: its neighbours are claimed (PostgreSQL)', async () => {
 			const namespace = `engine-nul-${Math.random()}`;
-			const result = await run([{ id: 'ok-1' }, { id: 'bad\u0000' }, { id: 'ok-2' }], { scope: 'shared', namespace, mode: 'seen' }, { extra: { onError: 'continueRegularOutput' } });
+			const result = await run([{ id: 'ok-1' }, { id: 'bad\u0000' }, { id: 'ok-2' }], { options: { namespace }, mode: 'seen' }, { extra: { onError: 'continueRegularOutput' } });
 			const [fresh, dup] = result.outputs('Gate');
 			expect(ids(fresh)).toEqual(['ok-1', 'ok-2']);
 			expect(dup.map((i) => i.json.error)).toEqual([expect.stringMatching(/contains a NUL character/)]);
@@ -244,7 +245,7 @@ describe('Dedupe Gate in the real engine', () => {
 
 		test('with Continue on error, the bad item leaves on Duplicate with its error and the rest go on', async () => {
 			const namespace = `engine-continue-${Math.random()}`;
-			const result = await run([{ id: 'ok-1' }, { nope: true }, { id: 'ok-2' }], { scope: 'shared', namespace, mode: 'seen' }, { extra: { onError: 'continueRegularOutput' } });
+			const result = await run([{ id: 'ok-1' }, { nope: true }, { id: 'ok-2' }], { options: { namespace }, mode: 'seen' }, { extra: { onError: 'continueRegularOutput' } });
 			const [fresh, dup] = result.outputs('Gate');
 			expect(ids(fresh)).toEqual(['ok-1', 'ok-2']);
 			expect(dup).toHaveLength(1);
@@ -257,7 +258,7 @@ describe('Dedupe Gate in the real engine', () => {
 
 		test('with Continue (using error output), the bad item leaves on the error output with its own data', async () => {
 			const namespace = `engine-error-output-${Math.random()}`;
-			const result = await run([{ id: 'ok-1' }, { nope: true }], { scope: 'shared', namespace, mode: 'seen' }, { extra: { onError: 'continueErrorOutput' } });
+			const result = await run([{ id: 'ok-1' }, { nope: true }], { options: { namespace }, mode: 'seen' }, { extra: { onError: 'continueErrorOutput' } });
 			const outputs = result.outputs('Gate');
 			expect(ids(outputs[0])).toEqual(['ok-1']);
 			expect(outputs[1]).toHaveLength(0);
@@ -302,7 +303,7 @@ describeIfRedis('Dedupe Gate on the Redis ledger (engine)')('Dedupe Gate on the 
 
 	test('the same workflow with "Ledger: Redis": first run New, second run Duplicate, bad input refused', async () => {
 		const items = Array.from({ length: 50 }, (_, i) => ({ id: `r_${i}` }));
-		const gate = { backend: 'redis', scope: 'shared', namespace: 'engine-redis', mode: 'seen' };
+		const gate = { backend: 'redis', options: { namespace: 'engine-redis' }, mode: 'seen' };
 		const first = await run(items, gate, { creds: redisCredentials });
 		expect(first.error).toBeUndefined();
 		expect(first.outputs('Gate')[0]).toHaveLength(50);

@@ -84,7 +84,7 @@ const ORDERS = JSON.stringify([
 ]);
 
 const gate = (extra: INodeParameters = {}) =>
-	node('Gate', 'n8n-nodes-idempotency.dedupeGate', { keySource: 'field', keyField: 'orderId', mode: 'lease', lease: 10, leaseUnit: 'minutes', ...extra });
+	node('Gate', 'n8n-nodes-idempotency.dedupeGate', { keySource: 'field', keyField: 'orderId', mode: 'lease', options: { lease: 10, leaseUnit: 'minutes' }, ...extra });
 const mark = (parameters: INodeParameters = {}, extra: Partial<INode> = {}) =>
 	node('Mark Done', 'n8n-nodes-idempotency.markStepDone', { status: 'completed', resultFrom: 'none', ...parameters }, extra);
 

@@ -48,7 +48,7 @@ describe('engine: Webhook → Dedupe Gate → Guarded Send (HTTP) → Mark Step 
 	const workflow = (eventId: string, extra: { failAfterSend?: boolean } = {}) => {
 		const nodes = [
 			node('Webhook', 'test.items', { items: webhookEvent(eventId) }),
-			node('Dedupe Gate', 'n8n-nodes-idempotency.dedupeGate', { keySource: 'field', keyField: 'body.eventId', mode: 'lease', lease: 2, leaseUnit: 'seconds' }),
+			node('Dedupe Gate', 'n8n-nodes-idempotency.dedupeGate', { keySource: 'field', keyField: 'body.eventId', mode: 'lease', options: { lease: 2, leaseUnit: 'seconds' } }),
 			node('Charge Customer', 'n8n-nodes-idempotency.guardedSend', {
 				channel: 'http',
 				method: 'POST',

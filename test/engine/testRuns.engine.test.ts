@@ -87,22 +87,22 @@ describe('Dedupe Gate: an editor test run with a real event', () => {
 
 	test('every production mode is production: cli, webhook, trigger, retry use the real namespace', async () => {
 		for (const mode of ['cli', 'webhook', 'trigger', 'retry'] as const) {
-			const result = await run(gateFlow({ scope: 'shared', namespace: `modes-${wf}-${mode}` }), mode);
+			const result = await run(gateFlow({ options: { namespace: `modes-${wf}-${mode}` } }), mode);
 			expect(facts(result.outputs('Gate')[0][0]).namespace).toBe(`modes-${wf}-${mode}`);
 		}
 	});
 
 	test('a shared namespace gets its test namespace too; one too long for the prefix is hashed and still valid', async () => {
-		const shared = await run(gateFlow({ scope: 'shared', namespace: `orders-${wf}` }), 'manual');
+		const shared = await run(gateFlow({ options: { namespace: `orders-${wf}` } }), 'manual');
 		expect(facts(shared.outputs('Gate')[0][0]).namespace).toBe(`editor-test:orders-${wf}`);
 
 		const long = `${wf}-`.padEnd(MAX_NAMESPACE_LENGTH, 'x');
-		const test = await run(gateFlow({ scope: 'shared', namespace: long }), 'manual');
+		const test = await run(gateFlow({ options: { namespace: long } }), 'manual');
 		expect(test.error).toBeUndefined();
 		const namespace = facts(test.outputs('Gate')[0][0]).namespace as string;
 		expect(namespace).toMatch(/^editor-test:#[0-9a-f]{64}$/);
 		expect(namespace.length).toBeLessThanOrEqual(MAX_NAMESPACE_LENGTH);
-		expect(outcomes(await run(gateFlow({ scope: 'shared', namespace: long }), 'webhook'))).toEqual(NEW);
+		expect(outcomes(await run(gateFlow({ options: { namespace: long } }), 'webhook'))).toEqual(NEW);
 	});
 
 	test('"Use the Production Namespace": the test run takes the real key, so the real delivery is a Duplicate', async () => {
@@ -268,7 +268,7 @@ describe('Guarded Send: an editor test run with a real event', () => {
 			const flow = [
 				node('Start', 'test.manualTrigger'),
 				node('Event', 'test.items', { items: EVENT }),
-				node('Gate', GATE, { keySource: 'field', keyField: 'id', mode: 'lease', lease: 10, leaseUnit: 'minutes' }),
+				node('Gate', GATE, { keySource: 'field', keyField: 'id', mode: 'lease', options: { lease: 10, leaseUnit: 'minutes' } }),
 				node('Send', 'n8n-nodes-idempotency.guardedSend', {
 					channel: 'slack',
 					slackChannel: '#orders',
