@@ -129,7 +129,9 @@ describe('engine: Guarded Send channels', () => {
 	test('HTTP with a generic credential: a refused key is failed_retryable; with the right credential the next run sends', async () => {
 		const params = httpSend(secured.url, { authentication: 'genericCredentialType', genericAuthType: 'httpBearerAuth' });
 		const wrong = await run(params, orders('c-1'), { creds: { ...credentials, httpBearerAuth: { token: 'sk_test_wrong' } } });
-		expect(facts(wrong, 2)[0]).toMatchObject({ reason: 'retry_later', status: 'failed_retryable', attempts: 1 });
+		expect(facts(wrong, 2)[0]).toMatchObject({ reason: 'unauthorized', status: 'failed_retryable', attempts: 1 });
+		// The item and the ledger row give the same reason.
+		expect((await row('c-1'))?.result).toMatchObject({ reason: 'unauthorized' });
 		expect(secured.actions).toHaveLength(0);
 		const right = await run(params, orders('c-1'));
 		expect(facts(right, 0)[0]).toMatchObject({ outcome: 'sent' });
