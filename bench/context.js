@@ -8,7 +8,11 @@ function nodeContext(nodeType, { parameters, items, credentials, executionId = '
 	return {
 		getInputData: () => items,
 		getNode: () => node,
-		getNodeParameter: (name, _i, fallback) => (name in params ? params[name] : fallback),
+		// Dotted paths ("options.namespace") read inside a collection, as n8n's own does.
+		getNodeParameter: (name, _i, fallback) => {
+			const value = name.split('.').reduce((at, part) => (at !== null && typeof at === 'object' && part in at ? at[part] : undefined), params);
+			return value === undefined ? fallback : value;
+		},
 		continueOnFail: () => false,
 		getCredentials: async () => credentials,
 		getExecutionId: () => executionId,
