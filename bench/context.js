@@ -8,9 +8,9 @@ function nodeContext(nodeType, { parameters, items, credentials, executionId = '
 	return {
 		getInputData: () => items,
 		getNode: () => node,
-		// n8n reads a path such as 'options.namespace' inside the parameters.
+		// Dotted paths ("options.namespace") read inside a collection, as n8n's own does.
 		getNodeParameter: (name, _i, fallback) => {
-			const value = name.split('.').reduce((at, part) => (at == null ? undefined : at[part]), params);
+			const value = name.split('.').reduce((at, part) => (at !== null && typeof at === 'object' && part in at ? at[part] : undefined), params);
 			return value === undefined ? fallback : value;
 		},
 		continueOnFail: () => false,

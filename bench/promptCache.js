@@ -9,7 +9,7 @@ const PROMPTS = 100;
 async function lookupLatency({ backend, credentials, lookups, baseline }) {
 	const node = new PromptCache();
 	const namespace = `bench-prompts-${Date.now().toString(36)}`;
-	const base = { backend, scope: 'shared', namespace, promptSource: 'text', model: 'gpt-4o-mini', whileComputing: 'miss' };
+	const base = { backend, promptSource: 'text', model: 'gpt-4o-mini', options: { namespace, whileComputing: 'miss' } };
 	const creds = credentials;
 	// Seed: Lookup (Miss, reserves) then Store the answer, for each prompt.
 	for (let p = 0; p < PROMPTS; p++) {

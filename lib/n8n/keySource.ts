@@ -242,11 +242,16 @@ function pairedItems(ctx: IExecuteFunctions): (node: string, i: number) => unkno
 	};
 }
 
+/** How to build one key from several values with an expression: true on every node that takes a key. */
+export const SEVERAL_VALUES_HINT = 'build one text from several values in the expression, e.g. {{ $json.orderId }}-{{ $json.lineId }}';
+
 /**
  * A key as text: strings as they are, numbers as JavaScript prints them (as the expression
  * engine does when it builds text). Anything else is refused with a readable reason.
+ * `severalValues` ends the hint; it must name only what the node showing it has (a node with
+ * its own "hash of fields" choice may name that instead).
  */
-export function toKeyText(value: unknown, what = 'key'): string {
+export function toKeyText(value: unknown, what = 'key', severalValues = SEVERAL_VALUES_HINT): string {
 	if (typeof value === 'string') return value;
 	if (typeof value === 'number' && Number.isFinite(value)) return String(value);
 	if (typeof value === 'bigint') return value.toString();
@@ -259,6 +264,6 @@ export function toKeyText(value: unknown, what = 'key'): string {
 	const kind = Array.isArray(value) ? 'a list' : typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 	throw new LedgerInputError(
 		`The ${what} must be text or a number, but on this item it is ${kind}`,
-		`Point the ${what} at a single value such as an id, or use "Hash of Chosen Fields" to build a key from several values.`,
+		`Point the ${what} at a single value such as an ID, or ${severalValues}.`,
 	);
 }

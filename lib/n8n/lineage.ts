@@ -26,7 +26,7 @@ import { LedgerInputError } from '../ledger/errors';
 import { assertKey, assertNamespace } from '../ledger/validate';
 import { FACTS_FIELD, PROMPT_CACHE_STEP } from './facts';
 import { parameterSource, toKeyText, type ValueSource } from './keySource';
-import { namespaceReader, scopeProperties } from './scope';
+import { namespaceReader, sharedNamespaceOption } from './scope';
 import { testNamespace } from './testRuns';
 
 export const GATE_TYPE_SUFFIX = '.dedupeGate';
@@ -210,11 +210,17 @@ export const unitKeyProperties: INodeProperties[] = [
 		description: 'The idempotency key of the unit of work, the same one the Dedupe Gate used (an event ID or order ID)',
 		displayOptions: { show: { keyFrom: ['expression'] } },
 	},
-	...scopeProperties.map((p) => ({
-		...p,
-		displayOptions: { show: { ...(p.displayOptions?.show ?? {}), keyFrom: ['expression'] } },
-	})),
 ];
+
+/**
+ * The scope of an explicit key, for the node's Options: "Shared Namespace". A key from the Dedupe
+ * Gate always keeps the gate's own scope, so this matters only with "Key From" set to "Expression".
+ */
+export const unitKeyNamespaceOption: INodeProperties = {
+	...sharedNamespaceOption,
+	description:
+		'Only for a key given as an expression: the shared name the Dedupe Gate used, so both find the same record. Leave it out when the gate kept its keys for this workflow. A key from the Dedupe Gate (automatic) always uses the gate\'s setting.',
+};
 
 export interface UnitKeyReader {
 	kind: 'lineage' | ValueSource['kind'];
@@ -235,7 +241,7 @@ export function unitKeyReader(ctx: IExecuteFunctions): UnitKeyReader {
 	}
 	if (from !== 'expression') throw new LedgerInputError(`Unknown "Key From" value "${from}"`);
 	const key = parameterSource(ctx, 'keyExpression');
-	const namespace = namespaceReader(ctx);
+	const namespace = namespaceReader(ctx, 'options');
 	return {
 		kind: key.kind,
 		read: (i, item) => ({ namespace: namespace(i, item), key: assertKey(toKeyText(key.read(i, item))), via: 'expression' }),

@@ -7,13 +7,14 @@ import {
 } from 'n8n-workflow';
 
 import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
-import { unitKeyProperties } from '../../lib/n8n/lineage';
-import { durationProperties } from '../../lib/n8n/scope';
+import { unitKeyNamespaceOption, unitKeyProperties } from '../../lib/n8n/lineage';
+import { durationOptions } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { emailProperties } from './channels/email';
-import { httpProperties } from './channels/http';
+import { httpOptions, httpProperties } from './channels/http';
 import { slackProperties } from './channels/slack';
 import { executeGuardedSend } from './execute';
+import { HOLD_STEP, KEEP_RECORDS } from './options';
 
 export class GuardedSend implements INodeType {
 	description: INodeTypeDescription = {
@@ -109,67 +110,20 @@ export class GuardedSend implements INodeType {
 			...emailProperties,
 			...unitKeyProperties,
 			{
-				displayName: 'Step',
-				name: 'step',
-				type: 'string',
-				default: '',
-				placeholder: 'e.g. welcomeEmail',
-				description: 'Name of this side effect in the ledger. Leave empty to use this node\'s name. Two sends for the same key need different steps.',
-			},
-			...durationProperties('lease', 'Lease', 5, 'minutes', 'How long this run holds the step while sending. If the run dies, another run may take the step over after this.'),
-			{
-				displayName: 'When Another Run Is Sending',
-				name: 'whenInProgress',
-				type: 'options',
-				noDataExpression: true,
-				options: [
-					{
-						name: 'Route to In Progress',
-						value: 'review',
-						description: 'Do not wait; the item leaves on In Progress, nothing is sent, and the other run finishes the step',
-					},
-					{ name: 'Wait for It', value: 'wait', description: 'Wait until the other run finishes, then skip the item (or send it, if that run failed)' },
-				],
-				default: 'review',
-				description: 'What to do when another execution holds this step right now',
-			},
-			{
-				displayName: 'Max Wait (Seconds)',
-				name: 'maxWait',
-				type: 'number',
-				typeOptions: { minValue: 1, maxValue: 3600 },
-				default: 60,
-				description: 'How long to wait for the other run at most. Items still held after that go to In Progress.',
-				displayOptions: { show: { whenInProgress: ['wait'] } },
-			},
-			{
-				displayName: 'When the Content Differs',
-				name: 'onMismatch',
-				type: 'options',
-				noDataExpression: true,
-				options: [
-					{ name: 'Send to Needs Review', value: 'review', description: 'Do not send; let a person look' },
-					{ name: 'Treat as Already Sent', value: 'skip', description: 'Do not send; route to Skipped, marked as a mismatch' },
-					{ name: 'Stop With an Error', value: 'error', description: 'Fail the item' },
-				],
-				default: 'review',
-				description: 'What to do when a key that was sent before comes again with a different message. It is never sent.',
-			},
-			{
-				displayName: 'Also Complete the Unit of Work',
-				name: 'completeUnit',
-				type: 'boolean',
-				default: false,
-				description: 'Whether a sent (or already sent) item also completes the unit of work the Dedupe Gate holds in progress, so that no Mark Step Done is needed after this node',
-			},
-			...durationProperties('retention', 'Keep Records For', 30, 'days', 'How long a send is remembered. After that the key counts as new again.'),
-			{
 				displayName: 'Options',
 				name: 'options',
 				type: 'collection',
 				placeholder: 'Add Option',
 				default: {},
 				options: [
+					{
+						displayName: 'Also Complete the Unit of Work',
+						name: 'completeUnit',
+						type: 'boolean',
+						default: false,
+						description:
+							'Whether a sent (or already sent) item also marks the Dedupe Gate\'s unit of work as done, so that no Mark Step Done is needed after this node',
+					},
 					{
 						displayName: 'Batch Size',
 						name: 'batchSize',
@@ -178,7 +132,10 @@ export class GuardedSend implements INodeType {
 						default: 100,
 						description: 'Items claimed, sent and recorded together. Smaller batches leave fewer items uncertain if the run dies.',
 					},
-					editorTestRunsOption(false, 'When the key comes from the Dedupe Gate (automatic), the gate\'s namespace is used, so this matters only for a key given as an expression.'),
+					...durationOptions(HOLD_STEP),
+					...httpOptions,
+					editorTestRunsOption(false, 'When the key comes from the Dedupe Gate (automatic), the gate\'s own setting applies, so this matters only for a key given as an expression.'),
+					...durationOptions(KEEP_RECORDS),
 					{
 						displayName: 'Initial Backoff (Ms)',
 						name: 'initialBackoff',
@@ -204,12 +161,31 @@ export class GuardedSend implements INodeType {
 						description: 'Attempts per item in one run, counting the first. After that the item is recorded as "failed, retry later".',
 					},
 					{
+						displayName: 'Max Wait (Seconds)',
+						name: 'maxWait',
+						type: 'number',
+						typeOptions: { minValue: 1, maxValue: 3600 },
+						default: 60,
+						description:
+							'With "When Another Run Is Sending" set to "Wait for It": how long to wait for the other run at most. Items still waiting after that go to In Progress.',
+					},
+					{
 						displayName: 'Sends at Once',
 						name: 'concurrency',
 						type: 'number',
 						typeOptions: { minValue: 1, maxValue: 100 },
 						default: 5,
 						description: 'Maximum number of requests in flight at the same time',
+					},
+					unitKeyNamespaceOption,
+					{
+						displayName: 'Step Name',
+						name: 'step',
+						type: 'string',
+						default: '',
+						placeholder: 'e.g. welcomeEmail',
+						description:
+							'Name of this send in the ledger. Leave it out to use this node\'s name. Two sends for the same key need different names.',
 					},
 					{
 						displayName: 'Timeout (Seconds)',
@@ -226,6 +202,33 @@ export class GuardedSend implements INodeType {
 						typeOptions: { minValue: 0, maxValue: 3600 },
 						default: 60,
 						description: 'All waits between attempts of one item together stay under this',
+					},
+					{
+						displayName: 'When Another Run Is Sending',
+						name: 'whenInProgress',
+						type: 'options',
+						options: [
+							{
+								name: 'Route to In Progress',
+								value: 'review',
+								description: 'Do not wait; the item leaves on In Progress, nothing is sent, and the other run finishes the step',
+							},
+							{ name: 'Wait for It', value: 'wait', description: 'Wait until the other run finishes, then skip the item (or send it, if that run failed)' },
+						],
+						default: 'review',
+						description: 'What to do when another execution is sending this same step right now',
+					},
+					{
+						displayName: 'When the Content Differs',
+						name: 'onMismatch',
+						type: 'options',
+						options: [
+							{ name: 'Send to Needs Review', value: 'review', description: 'Do not send; let a person look' },
+							{ name: 'Treat as Already Sent', value: 'skip', description: 'Do not send; route to Skipped, marked as a mismatch' },
+							{ name: 'Stop With an Error', value: 'error', description: 'Fail the item' },
+						],
+						default: 'review',
+						description: 'What to do when a key that was sent before comes again with a different message. It is never sent.',
 					},
 				],
 			},

@@ -31,11 +31,12 @@ import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { FACTS_FIELD, factsOf, type Outcome } from '../../lib/n8n/facts';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
-import { readDuration } from '../../lib/n8n/scope';
+import { readDurationOption } from '../../lib/n8n/scope';
 import type { ChannelAdapter, ChannelModule } from './channels/adapter';
 import { emailModule } from './channels/email';
 import { httpModule } from './channels/http';
 import { slackModule } from './channels/slack';
+import { HOLD_STEP, KEEP_RECORDS } from './options';
 import { numberOption } from './params';
 
 export const CHANNELS: Record<string, ChannelModule> = { http: httpModule, slack: slackModule, email: emailModule };
@@ -52,8 +53,7 @@ const DEADLINE_MARGIN_MS = 1_000;
 /** The recovery point marked before the first byte goes out. */
 export const PHASE_SENDING = 'sending';
 
-/** Why an item left on Needs Review: each one needs a person. */
-export type ReviewReason = 'ambiguous' | 'rejected' | 'retry_later' | 'mismatch' | 'marked_for_review' | 'error';
+export type { ReviewReason } from './reasons';
 
 interface Config {
 	channelName: string;
@@ -89,29 +89,29 @@ function readConfig(ctx: IExecuteFunctions): Config {
 	const channelName = ctx.getNodeParameter('channel', 0) as string;
 	if (!CHANNELS[channelName]) throw new LedgerInputError(`Unknown channel "${channelName}"`, 'Choose HTTP Request, Slack or Email.');
 	const options = ctx.getNodeParameter('options', 0, {}) as IDataObject;
-	const stepText = String(ctx.getNodeParameter('step', 0, '') ?? '').trim();
+	const stepText = String(options.step ?? '').trim();
 	const step = assertStep(stepText || ctx.getNode().name);
-	const whenInProgress = ctx.getNodeParameter('whenInProgress', 0, 'review') as Config['whenInProgress'];
-	const leaseMs = readDuration(ctx, 'lease', 'lease');
+	const whenInProgress = (options.whenInProgress ?? 'review') as Config['whenInProgress'];
+	const leaseMs = readDurationOption(ctx, HOLD_STEP);
 	const timeoutMs = numberOption(options.timeout, 'Timeout', 1, 600, 30) * 1000;
 	// No attempt starts later than (timeout + margin) before the lease ends, so the lease must
 	// leave room to start at least one.
 	const minimumLeaseMs = timeoutMs + DEADLINE_MARGIN_MS + 1_000;
 	if (leaseMs < minimumLeaseMs) {
 		throw new LedgerInputError(
-			`The lease (${leaseMs / 1000} s) is too short for a ${timeoutMs / 1000} s timeout`,
-			`A send must be able to finish inside the lease, or another run could take the step over while it is still sending. Make the lease longer than ${minimumLeaseMs / 1000} s (minutes are usual), or lower the timeout.`,
+			`"${HOLD_STEP.displayName}" (${leaseMs / 1000} s) is too short for a ${timeoutMs / 1000} s timeout`,
+			`A send must be able to finish while this run holds the step, or another run could take the step over while it is still sending. Make "${HOLD_STEP.displayName}" longer than ${minimumLeaseMs / 1000} s (minutes are usual), or lower the timeout.`,
 		);
 	}
 	return {
 		channelName,
 		step: () => step,
 		leaseMs,
-		ttlMs: readDuration(ctx, 'retention', 'retention ("Keep Records For")'),
+		ttlMs: readDurationOption(ctx, KEEP_RECORDS),
 		whenInProgress,
-		maxWaitMs: whenInProgress === 'wait' ? numberOption(ctx.getNodeParameter('maxWait', 0, 60), 'Max Wait', 1, 3600, 60) * 1000 : 0,
-		onMismatch: ctx.getNodeParameter('onMismatch', 0, 'review') as Config['onMismatch'],
-		completeUnit: ctx.getNodeParameter('completeUnit', 0, false) === true,
+		maxWaitMs: whenInProgress === 'wait' ? numberOption(options.maxWait, 'Max Wait', 1, 3600, 60) * 1000 : 0,
+		onMismatch: (options.onMismatch ?? 'review') as Config['onMismatch'],
+		completeUnit: options.completeUnit === true,
 		concurrency: Math.floor(numberOption(options.concurrency, 'Sends at Once', 1, 100, 5)),
 		batchSize: Math.floor(numberOption(options.batchSize, 'Batch Size', 1, 5000, 100)),
 		timeoutMs,
@@ -390,7 +390,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	function lostLease(p: Prepared, when: string): LedgerError {
 		return new LedgerError(
 			`Another run took over the step "${p.row.step}" of the key "${p.row.key}" ${when}`,
-			'This happens when the lease runs out (lengthen it, or send fewer items per batch) or when someone released the key. Check the Idempotency Ledger node (Get the key) to see what the other run recorded.',
+			'This happens when "Hold Step For" runs out (make it longer under Options, or lower "Batch Size") or when someone released the key. Check the Idempotency Ledger node (Get the key) to see what the other run recorded.',
 		);
 	}
 
@@ -452,7 +452,8 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		if (verdict.status === 'failed_retryable') retryLater++;
 		route(p.index, REVIEW, facts('needs_review', p.row, record, {
 			status: verdict.status,
-			reason: verdict.status === 'failed_retryable' ? 'retry_later' : verdict.reason,
+			// The same word as the row's result.reason (see reasons.ts).
+			reason: verdict.reason,
 			detail: verdict.detail,
 			attempts: verdict.attempts,
 			response: (verdict.response ?? null) as IDataObject,

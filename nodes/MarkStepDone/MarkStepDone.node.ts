@@ -7,10 +7,11 @@ import {
 } from 'n8n-workflow';
 
 import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
-import { unitKeyProperties } from '../../lib/n8n/lineage';
-import { durationProperties } from '../../lib/n8n/scope';
+import { unitKeyNamespaceOption, unitKeyProperties } from '../../lib/n8n/lineage';
+import { durationOptions } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executeMarkStepDone } from './execute';
+import { KEEP_RECORD } from './options';
 
 // Not offered to AI agents as a tool (least privilege): an agent has no need to record steps.
 // Only Guarded Send is. The rule below asks every node to declare usableAsTool.
@@ -50,7 +51,7 @@ export class MarkStepDone implements INodeType {
 				type: 'string',
 				default: '',
 				placeholder: 'e.g. invoiceCreate',
-				description: 'Name of the step to record. Leave empty to record the unit of work itself, which ends the Dedupe Gate\'s claim.',
+				description: 'Name of the step to record. Leave empty to record the unit of work itself: the key the Dedupe Gate let through is then done.',
 			},
 			{
 				displayName: 'Status',
@@ -63,13 +64,6 @@ export class MarkStepDone implements INodeType {
 					{ name: 'Needs Review', value: 'needs_review', description: 'A person has to look before anything is tried again' },
 				],
 				default: 'completed',
-			},
-			{
-				displayName: 'Also Record the Unit of Work',
-				name: 'completeUnit',
-				type: 'boolean',
-				default: false,
-				description: 'Whether to give the unit of work itself (the key the Dedupe Gate holds in progress) the same status, which ends its claim. Only used when a step name is set.',
 			},
 			{
 				displayName: 'External ID',
@@ -100,7 +94,6 @@ export class MarkStepDone implements INodeType {
 				description: 'JSON to store as the result',
 				displayOptions: { show: { resultFrom: ['json'] } },
 			},
-			...durationProperties('retention', 'Keep Record For', 30, 'days', 'How long the record is remembered. After that the key counts as new again.'),
 			{
 				displayName: 'Options',
 				name: 'options',
@@ -108,14 +101,23 @@ export class MarkStepDone implements INodeType {
 				placeholder: 'Add Option',
 				default: {},
 				options: [
-					editorTestRunsOption(false, 'When the key comes from the Dedupe Gate (automatic), the gate\'s namespace is used, so this matters only for a key given as an expression.'),
+					{
+						displayName: 'Also Record the Unit of Work',
+						name: 'completeUnit',
+						type: 'boolean',
+						default: false,
+						description: 'Whether to give the unit of work itself (the key the Dedupe Gate let through) the same status, so the gate treats that key as done. Only used when a step name is set.',
+					},
+					...durationOptions(KEEP_RECORD),
+					editorTestRunsOption(false, 'When the key comes from the Dedupe Gate (automatic), the gate\'s own setting applies, so this matters only for a key given as an expression.'),
 					{
 						displayName: 'Record Even if Another Run Holds the Key',
 						name: 'overrideClaim',
 						type: 'boolean',
 						default: false,
-						description: 'Whether to write the record even when another execution holds the key in progress. Off by default: that run\'s claim is left alone and the item fails.',
+						description: 'Whether to write the record even while another execution is still working on the key. Off by default: that run is left alone and the item fails.',
 					},
+					unitKeyNamespaceOption,
 				],
 			},
 		],

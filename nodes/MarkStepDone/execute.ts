@@ -10,7 +10,8 @@ import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { parseJson } from '../GuardedSend/params';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { unitKeyReader, type UnitKey, type UnitKeyReader } from '../../lib/n8n/lineage';
-import { readDuration } from '../../lib/n8n/scope';
+import { readDurationOption } from '../../lib/n8n/scope';
+import { KEEP_RECORD } from './options';
 
 type Final = Exclude<Status, 'in_progress'>;
 const FINAL: Final[] = ['completed', 'failed_retryable', 'needs_review'];
@@ -88,10 +89,10 @@ function readConfig(ctx: IExecuteFunctions): Config {
 		key: unitKeyReader(ctx),
 		step,
 		status,
-		alsoUnit: step !== UNIT_STEP && ctx.getNodeParameter('completeUnit', 0, false) === true,
+		alsoUnit: step !== UNIT_STEP && options.completeUnit === true,
 		externalId: parameterSource(ctx, 'externalId'),
 		result: resultReader(ctx),
-		ttlMs: readDuration(ctx, 'retention', 'retention ("Keep Record For")'),
+		ttlMs: readDurationOption(ctx, KEEP_RECORD),
 		holder: options.overrideClaim === true ? undefined : `execution:${ctx.getExecutionId() ?? 'unknown'}`,
 	};
 }

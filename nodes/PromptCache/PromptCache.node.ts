@@ -8,9 +8,10 @@ import {
 } from 'n8n-workflow';
 
 import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
-import { durationProperties, scopeProperties } from '../../lib/n8n/scope';
+import { durationOptions, scopeProperties, sharedNamespaceOption } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executePromptCache } from './execute';
+import { ANSWER_WITHIN, KEEP_ANSWERS, WAIT_UP_TO } from './options';
 
 /**
  * Lookup has Hit and Miss; Store and Get Stats have one output. This function's source is
@@ -195,12 +196,13 @@ const promptProperties: INodeProperties[] = [
 	},
 ];
 
-const singleFlightProperties: INodeProperties[] = [
+/** Lookup's Options for when the same prompt is being asked in another run right now. */
+const singleFlightOptions: INodeProperties[] = [
+	...durationOptions(ANSWER_WITHIN),
 	{
-		displayName: 'When Another Run Is Already Asking the Model',
+		displayName: 'When Another Run Is Asking',
 		name: 'whileComputing',
 		type: 'options',
-		noDataExpression: true,
 		options: [
 			{
 				name: 'Wait for Its Answer',
@@ -214,11 +216,9 @@ const singleFlightProperties: INodeProperties[] = [
 			},
 		],
 		default: 'wait',
-		description: 'What to do when the same prompt missed in another run moments ago and its answer is not stored yet',
-		displayOptions: { show: lookup },
+		description: 'What to do when another run asked the model the same prompt moments ago and its answer is not stored yet',
 	},
-	...durationProperties('waitTimeout', 'Wait Up To', 60, 'seconds', 'How long to wait for the other run. After that the item goes to Miss.', { ...lookup, whileComputing: ['wait'] }),
-	...durationProperties('lease', 'Answer Expected Within', 2, 'minutes', 'How long a Miss keeps the prompt reserved for this run while the model answers. If Store has not run by then, another run may ask the model instead.', lookup),
+	...durationOptions(WAIT_UP_TO),
 ];
 
 const storeProperties: INodeProperties[] = [
@@ -260,7 +260,6 @@ const storeProperties: INodeProperties[] = [
 		description: 'The 64-character hash the Lookup put on its Miss items under idempotency.promptHash',
 		displayOptions: { show: { ...store, hashSource: ['field'] } },
 	},
-	...durationProperties('ttl', 'Keep Answers For', 30, 'days', 'How long a stored answer is served. After that the prompt misses again.', store),
 ];
 
 // Not offered to AI agents as a tool (least privilege): an agent has no need to read or write the cache.
@@ -315,15 +314,14 @@ export class PromptCache implements INodeType {
 					{
 						name: 'Get Stats',
 						value: 'stats',
-						description: 'Hits, misses and tokens saved in the namespace over the last 30 days',
+						description: 'Hits, misses and tokens saved over the last 30 days, for this workflow or a shared name',
 						action: 'Get cache stats',
 					},
 				],
 				default: 'lookup',
 			},
 			...promptProperties,
-			...singleFlightProperties,
-			...scopeProperties.map((p) => showOn(p, { operation: ['lookup', 'stats'] })),
+			...scopeProperties.map((p) => showOn(p, { operation: ['stats'] })),
 			// With an explicit hash, Store needs the namespace too; following the Lookup, it uses the Lookup's.
 			...scopeProperties.map((p) => showOn(p, { operation: ['store'], hashSource: ['field'] })),
 			...storeProperties,
@@ -335,12 +333,18 @@ export class PromptCache implements INodeType {
 				default: {},
 				displayOptions: { show: lookup },
 				options: [
+					...singleFlightOptions,
+					{
+						...sharedNamespaceOption,
+						description:
+							'Share answers with every workflow that uses this same name. Leave it out to share answers only within this workflow.',
+					},
 					{
 						displayName: 'Count Hits and Misses',
 						name: 'recordStats',
 						type: 'boolean',
 						default: true,
-						description: 'Whether to add this run\'s hits, misses and tokens saved to the namespace stats (one small ledger write per run)',
+						description: 'Whether to add this run\'s hits, misses and tokens saved to Get Stats (one small ledger write per run)',
 					},
 					{
 						displayName: 'Force Refresh',
@@ -355,7 +359,7 @@ export class PromptCache implements INodeType {
 						name: 'failOpen',
 						type: 'boolean',
 						default: false,
-						description: 'Whether to send every item to Miss when the ledger cannot be reached, so the flow still gets answers (and pays for them). Off by default: the node fails closed.',
+						description: 'Whether to send every item to Miss when the ledger cannot be reached, so the flow still gets answers (and pays for them). Off by default: the node stops with an error instead.',
 					},
 					{
 						displayName: 'Hash Only',
@@ -390,7 +394,8 @@ export class PromptCache implements INodeType {
 						placeholder: 'e.g. choices[0].message',
 						description: 'Store only this field of the AI node\'s output. Leave empty to store the whole output, so a Hit looks exactly like the AI node\'s output.',
 					},
-					editorTestRunsOption(true, 'When Store follows its Lookup, the Lookup\'s namespace is used. "Skip the Ledger" stores nothing.'),
+					editorTestRunsOption(true, 'When Store follows its Lookup, the Lookup\'s setting applies. "Skip the Ledger" stores nothing.'),
+					...durationOptions(KEEP_ANSWERS),
 					{
 						displayName: 'Max Answer Size (KB)',
 						name: 'maxResponseKb',
@@ -408,7 +413,7 @@ export class PromptCache implements INodeType {
 				placeholder: 'Add Option',
 				default: {},
 				displayOptions: { show: { operation: ['stats'] } },
-				options: [editorTestRunsOption(false, 'A test run with a separate namespace shows the stats of test runs.')],
+				options: [editorTestRunsOption(false, 'A test run that keeps its records apart shows the stats of test runs only.')],
 			},
 		],
 };

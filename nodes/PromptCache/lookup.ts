@@ -9,7 +9,8 @@ import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { FACTS_FIELD } from '../../lib/n8n/facts';
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
-import { namespaceReader, readDuration } from '../../lib/n8n/scope';
+import { namespaceReader, readDurationOption } from '../../lib/n8n/scope';
+import { ANSWER_WITHIN, WAIT_UP_TO } from './options';
 import {
 	CACHE_STEP,
 	STATS_STEP,
@@ -171,16 +172,16 @@ function readConfig(ctx: IExecuteFunctions): LookupConfig {
 		throw new LedgerInputError(`Unknown prompt source "${source}"`);
 	}
 	const force = parameterSource(ctx, 'options.forceRefresh', false);
-	const whileComputing = ctx.getNodeParameter('whileComputing', 0, 'wait') as LookupConfig['whileComputing'];
+	const whileComputing = (options.whileComputing ?? 'wait') as LookupConfig['whileComputing'];
 	return {
-		namespace: namespaceReader(ctx),
+		namespace: namespaceReader(ctx, 'options'),
 		input,
 		forceRefresh: (i, item) => toFlag(force.read(i, item)),
 		engineEvaluated: engine || sources.some((s) => s.kind === 'engine'),
 		hashOnly: options.hashOnly === true,
 		whileComputing,
-		waitMs: whileComputing === 'wait' ? readDuration(ctx, 'waitTimeout', 'wait ("Wait Up To")') : 0,
-		leaseMs: readDuration(ctx, 'lease', 'reservation ("Answer Expected Within")'),
+		waitMs: whileComputing === 'wait' ? readDurationOption(ctx, WAIT_UP_TO) : 0,
+		leaseMs: readDurationOption(ctx, ANSWER_WITHIN),
 		recordStats: options.recordStats !== false,
 		failOpen: options.failOpen === true,
 	};

@@ -80,12 +80,12 @@ export function buildWorkflow({ credential, name = 'Idempotency: safe to run twi
 			parameters: {
 				backend: 'postgres',
 				channel: 'http',
-				step: 'crm',
 				method: 'POST',
 				url: 'https://crm.example.com/api/orders',
 				sendBody: true,
 				bodyContentType: 'json',
 				jsonBody: '={{ JSON.stringify({ orderId: $json.body.orderId, total: $json.body.total }) }}',
+				options: { step: 'crm' },
 			},
 		},
 		{

@@ -168,7 +168,7 @@ describe('engine: Mark Step Done and lineage', () => {
 			[
 				node('Orders', 'test.items', { items: ORDERS }),
 				gate(),
-				mark({ step: 'invoiceCreate', completeUnit: true, externalId: '={{ $json.invoice }}', resultFrom: 'item' }),
+				mark({ step: 'invoiceCreate', externalId: '={{ $json.invoice }}', resultFrom: 'item', options: { completeUnit: true } }),
 			],
 			chain('Orders', 'Gate', 'Mark Done'),
 		);
@@ -183,8 +183,8 @@ describe('engine: Mark Step Done and lineage', () => {
 	});
 
 	test.each([
-		['Mark Step Done, key by lineage', 'markStepDone', () => mark({ step: 'invoiceCreate', completeUnit: true, externalId: '={{ $json.invoice }}', resultFrom: 'item' }, { name: 'Under Test' }), true],
-		['Mark Step Done, key from an expression', 'markStepDone', (wfId: string) => mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'shared', namespace: `once-${wfId}`, step: 'ship', externalId: '={{ $json.invoice }}' }, { name: 'Under Test' }), false],
+		['Mark Step Done, key by lineage', 'markStepDone', () => mark({ step: 'invoiceCreate', externalId: '={{ $json.invoice }}', resultFrom: 'item', options: { completeUnit: true } }, { name: 'Under Test' }), true],
+		['Mark Step Done, key from an expression', 'markStepDone', (wfId: string) => mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', step: 'ship', externalId: '={{ $json.invoice }}', options: { namespace: `once-${wfId}` } }, { name: 'Under Test' }), false],
 		['Guarded Send, Slack', 'guardedSend', () => node('Under Test', 'n8n-nodes-idempotency.guardedSend', { channel: 'slack', slackChannel: '#orders', slackText: '=Order {{ $json.orderId }} done', slackOptions: { apiUrl: slack.apiUrl } }), true],
 	] as const)('%s: settings are read once per execution (300 items cost no more parameter reads than 3)', async (_label, type, make, throughGate) => {
 		const { node: counting, reads } = countingParameterReads(nodeTypes[`n8n-nodes-idempotency.${type}`]);
@@ -233,7 +233,7 @@ describe('engine: Mark Step Done and lineage', () => {
 	test('a result larger than 64 KB is stored truncated, with a note', async () => {
 		const items = JSON.stringify([{ orderId: 'big-1', text: 'x'.repeat(70_000) }]);
 		const r = await run(
-			[node('Orders', 'test.items', { items }), mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'workflow', resultFrom: 'item' })],
+			[node('Orders', 'test.items', { items }), mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', resultFrom: 'item' })],
 			chain('Orders', 'Mark Done'),
 		);
 		expect(r.error).toBeUndefined();
@@ -244,7 +244,7 @@ describe('engine: Mark Step Done and lineage', () => {
 
 	test('an explicit key overrides lineage; a shared namespace is used as given', async () => {
 		const r = await run(
-			[node('Orders', 'test.items', { items: ORDERS }), mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'shared', namespace: `orders-${wf}`, step: 'ship' })],
+			[node('Orders', 'test.items', { items: ORDERS }), mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', step: 'ship', options: { namespace: `orders-${wf}` } })],
 			chain('Orders', 'Mark Done'),
 		);
 		expect(r.error).toBeUndefined();
@@ -296,7 +296,7 @@ describe('engine: Mark Step Done and lineage', () => {
 
 	test('another run holds the key: refused with a clear error, unless told to record anyway', async () => {
 		await run([node('Orders', 'test.items', { items: ORDERS }), gate()], chain('Orders', 'Gate'), `holder-${wf}`);
-		const explicit = { keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'workflow' };
+		const explicit = { keyFrom: 'expression', keyExpression: '={{ $json.orderId }}' };
 		const refused = await run([node('Orders', 'test.items', { items: ORDERS }), mark(explicit)], chain('Orders', 'Mark Done'));
 		expect(refused.error?.message).toMatch(/Another run has the key "o-1" now \(it holds it, or took it over/);
 		expect((await rows('o-1'))[0].status).toBe('in_progress');
@@ -308,7 +308,7 @@ describe('engine: Mark Step Done and lineage', () => {
 	test('the ledger cannot be reached: the node fails closed and says what to check', async () => {
 		const down = { ...settingsFromUrl(fx.table), port: 1 };
 		const r = await runWorkflow(
-			{ id: wf, nodes: [node('Orders', 'test.items', { items: ORDERS }), mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}', scope: 'workflow' })], connections: chain('Orders', 'Mark Done') },
+			{ id: wf, nodes: [node('Orders', 'test.items', { items: ORDERS }), mark({ keyFrom: 'expression', keyExpression: '={{ $json.orderId }}' })], connections: chain('Orders', 'Mark Done') },
 			{ credentials: { idempotencyPostgresApi: down }, nodeTypes },
 		);
 		expect(r.error?.message).toMatch(/ledger is unavailable/i);

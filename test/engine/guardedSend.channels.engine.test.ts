@@ -14,7 +14,7 @@ import { chain, node, runWorkflow, type EngineRunResult } from '../support/engin
 import { nodeTypes } from '../integration/fixtures/guarded-workflow';
 
 const orders = (...ids: string[]) => JSON.stringify(ids.map((id) => ({ id, email: `${id}@customers.example.com`, amount: 100 })));
-const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}', scope: 'workflow' };
+const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}' };
 const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output] ?? []).map((i) => i.json.idempotency as Record<string, unknown>);
 
 describe('engine: Guarded Send channels', () => {
@@ -129,7 +129,9 @@ describe('engine: Guarded Send channels', () => {
 	test('HTTP with a generic credential: a refused key is failed_retryable; with the right credential the next run sends', async () => {
 		const params = httpSend(secured.url, { authentication: 'genericCredentialType', genericAuthType: 'httpBearerAuth' });
 		const wrong = await run(params, orders('c-1'), { creds: { ...credentials, httpBearerAuth: { token: 'sk_test_wrong' } } });
-		expect(facts(wrong, 2)[0]).toMatchObject({ reason: 'retry_later', status: 'failed_retryable', attempts: 1 });
+		expect(facts(wrong, 2)[0]).toMatchObject({ reason: 'unauthorized', status: 'failed_retryable', attempts: 1 });
+		// The item and the ledger row give the same reason.
+		expect((await row('c-1'))?.result).toMatchObject({ reason: 'unauthorized' });
 		expect(secured.actions).toHaveLength(0);
 		const right = await run(params, orders('c-1'));
 		expect(facts(right, 0)[0]).toMatchObject({ outcome: 'sent' });
@@ -168,9 +170,9 @@ describe('engine: Guarded Send channels', () => {
 		const changed = slackSend({ slackText: '=Order {{ $json.id }} paid twice?' });
 		const review = await run(changed, orders('m-1'));
 		expect(facts(review, 2)[0]).toMatchObject({ outcome: 'needs_review', reason: 'mismatch' });
-		const skip = await run({ ...changed, onMismatch: 'skip' }, orders('m-1'));
+		const skip = await run({ ...changed, options: { onMismatch: 'skip' } }, orders('m-1'));
 		expect(facts(skip, 1)[0]).toMatchObject({ outcome: 'skipped', reason: 'mismatch' });
-		const error = await run({ ...changed, onMismatch: 'error' }, orders('m-1'));
+		const error = await run({ ...changed, options: { onMismatch: 'error' } }, orders('m-1'));
 		expect(error.error?.message).toMatch(/was used before with different content/);
 		expect(slack.messages.filter((m) => m.text.startsWith('Order m-1'))).toHaveLength(1);
 	});
@@ -194,14 +196,14 @@ describe('engine: Guarded Send channels', () => {
 		expect(facts(busy, 2)).toEqual([]);
 
 		await claim('w-2', 1_500);
-		const waited = await run(slackSend({ whenInProgress: 'wait', maxWait: 20 }), orders('w-2'));
+		const waited = await run(slackSend({ options: { whenInProgress: 'wait', maxWait: 20 } }), orders('w-2'));
 		expect(facts(waited, 0)[0]).toMatchObject({ outcome: 'sent', resent: false });
 
 		await claim('w-3', 60_000);
 		setTimeout(() => {
 			void fx.ledger.record([{ namespace: ns, key: 'w-3', step: 'Send', status: 'completed', externalId: 'x-9', result: { sentAt: 'then', executionId: 'other' } }], { ttlMs: 86_400_000, holder: 'execution:other' });
 		}, 700);
-		const finished = await run(slackSend({ whenInProgress: 'wait', maxWait: 20 }), orders('w-3'));
+		const finished = await run(slackSend({ options: { whenInProgress: 'wait', maxWait: 20 } }), orders('w-3'));
 		expect(facts(finished, 1)[0]).toMatchObject({ outcome: 'skipped', externalId: 'x-9', sentByExecution: 'other' });
 		expect(slack.messages.filter((m) => m.text === 'Order w-3 paid')).toHaveLength(0);
 	});
@@ -241,7 +243,7 @@ describe('engine: Guarded Send channels', () => {
 				nodes: [
 					node('Orders', 'test.items', { items: orders('u-1') }),
 					node('Gate', 'n8n-nodes-idempotency.dedupeGate', { keySource: 'field', keyField: 'id', mode: 'lease' }),
-					node('Send', 'n8n-nodes-idempotency.guardedSend', { ...slackSend(), keyFrom: 'lineage', completeUnit: true }),
+					node('Send', 'n8n-nodes-idempotency.guardedSend', { ...slackSend(), keyFrom: 'lineage', options: { completeUnit: true } }),
 				],
 				connections: chain('Orders', 'Gate', 'Send'),
 			},
@@ -255,7 +257,7 @@ describe('engine: Guarded Send channels', () => {
 	});
 
 	test('configuration errors are clear: a lease shorter than the timeout allows', async () => {
-		const r = await run(slackSend({ lease: 10, leaseUnit: 'seconds' }), orders('l-1'));
-		expect(r.error?.message).toMatch(/lease \(10 s\) is too short for a 30 s timeout/);
+		const r = await run(slackSend({ options: { lease: 10, leaseUnit: 'seconds' } }), orders('l-1'));
+		expect(r.error?.message).toMatch(/"Hold Step For" \(10 s\) is too short for a 30 s timeout/);
 	});
 });

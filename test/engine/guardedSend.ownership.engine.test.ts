@@ -14,7 +14,7 @@ import { nodeTypes } from '../integration/fixtures/guarded-workflow';
 import { withHostClockSkew } from '../support/clock';
 
 const orders = (...ids: string[]) => JSON.stringify(ids.map((id) => ({ id, amount: 100 })));
-const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}', scope: 'workflow' };
+const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}' };
 const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output] ?? []).map((i) => i.json.idempotency as Record<string, unknown>);
 const DAY = 86_400_000;
 
@@ -67,7 +67,7 @@ describe('engine: Guarded Send and the ledger as the only clock and owner', () =
 
 	test.each([10_000, -10_000])('n8n host clock %i ms off: a step another run is sending leaves on In Progress, never Skipped as "already sent", and the unit stays open', async (skewMs) => {
 		await fx.ledger.claim([{ namespace: ns(), key: 'sk-1', step: 'Send', fingerprint: null }], { mode: 'lease', holder: 'execution:other', leaseMs: 5_000, ttlMs: DAY });
-		const r = await withHostClockSkew(skewMs, () => run(slackSend({ completeUnit: true }), orders('sk-1')));
+		const r = await withHostClockSkew(skewMs, () => run(slackSend({ options: { completeUnit: true } }), orders('sk-1')));
 		expect(r.error).toBeUndefined();
 		expect(facts(r, 3)).toEqual([expect.objectContaining({ outcome: 'in_progress', reason: 'in_progress', status: 'in_progress' })]);
 		expect(facts(r, 0)).toEqual([]);

@@ -98,7 +98,7 @@ describe('Prompt Cache through the real n8n engine', () => {
 		const readsFor = async (count: number) => {
 			reads.clear();
 			const prompts = Array.from({ length: count }, (_, i) => ({ prompt: `Read once, prompt ${i} of ${count}.` }));
-			const r = await runWorkflow(flow({ prompts, store: { ttl: 2, ttlUnit: 'hours' } }), {
+			const r = await runWorkflow(flow({ prompts, store: { storeOptions: { ttl: 2, ttlUnit: 'hours' } } }), {
 				credentials: credentials as never,
 				nodeTypes: { ...nodeTypes, [TYPE]: counting },
 				workflowId: freshWorkflowId(),
@@ -355,13 +355,13 @@ describe('single flight inside the engine', () => {
 		const wf = freshWorkflowId();
 		const ns = `workflow:${wf}`;
 		await inspect.claim([{ namespace: ns, key: hashOf('busy'), step: CACHE_STEP, fingerprint: null }], { mode: 'lease', holder: 'other-run', leaseMs: 60_000, ttlMs: 60_000 });
-		const noWait = await run({ prompts: [{ prompt: 'busy' }], lookup: { whileComputing: 'miss' } }, wf);
+		const noWait = await run({ prompts: [{ prompt: 'busy' }], lookup: { options: { whileComputing: 'miss' } } }, wf);
 		expect(facts(misses(noWait)[0].json)).toMatchObject({ computing: false, leaseHolder: 'other-run' });
 		// Its answer is not written over the reservation of the run that is asking the model.
 		expect(facts(noWait.items('Store')[0].json)).toMatchObject({ outcome: 'not_stored' });
 
 		const started = Date.now();
-		const waited = await run({ prompts: [{ prompt: 'busy' }], lookup: { waitTimeout: 1, waitTimeoutUnit: 'seconds' } }, wf);
+		const waited = await run({ prompts: [{ prompt: 'busy' }], lookup: { options: { waitTimeout: 1, waitTimeoutUnit: 'seconds' } } }, wf);
 		expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
 		expect(facts(misses(waited)[0].json)).toMatchObject({ computing: false });
 		expect(facts(misses(waited)[0].json).reason).toMatch(/Waited 1 s/);
@@ -414,7 +414,7 @@ describe('single flight never leaves two runs waiting on each other', () => {
 		await reserve('mine-x', `x-${wf}`);
 		await new Promise((r) => setTimeout(r, 20));
 		await reserve('mine-y', `y-${wf}`);
-		const lookup = { waitTimeout: 20, waitTimeoutUnit: 'seconds' };
+		const lookup = { options: { waitTimeout: 20, waitTimeoutUnit: 'seconds' } };
 		const started = Date.now();
 		const [x, y] = await Promise.all([
 			runWorkflow(flow({ prompts: [{ prompt: 'mine-x' }, { prompt: 'mine-y' }], lookup }), { credentials, nodeTypes, workflowId: wf, executionId: `x-${wf}` }),
@@ -439,7 +439,7 @@ describe('stats', () => {
 	test('Get Stats counts hits, misses and the tokens the hits saved, per namespace', async () => {
 		const shared = { scope: 'shared', namespace: `stats-${Date.now()}` };
 		const wf = freshWorkflowId();
-		const o: FlowOptions = { prompts: [{ prompt: 's1' }, { prompt: 's2' }], lookup: shared, llm: { shape: 'openai-full' } };
+		const o: FlowOptions = { prompts: [{ prompt: 's1' }, { prompt: 's2' }], lookup: { options: { namespace: shared.namespace } }, llm: { shape: 'openai-full' } };
 		await run(o, wf); // 2 misses
 		await run(o, wf); // 2 hits, 30 tokens each
 		await run({ ...o, prompts: [{ prompt: 's1' }, { prompt: 's3' }] }, wf); // 1 hit, 1 miss
@@ -462,7 +462,7 @@ describe('stats', () => {
 	test('concurrent runs never lose each other\'s counts', async () => {
 		const shared = { scope: 'shared', namespace: `stats-concurrent-${Date.now()}` };
 		const runs = Array.from({ length: 12 }, (_, r) =>
-			run({ prompts: [0, 1, 2, 3, 4].map((p) => ({ prompt: `c${(r + p) % 7}` })), lookup: shared, llm: { shape: 'http' } }, freshWorkflowId()),
+			run({ prompts: [0, 1, 2, 3, 4].map((p) => ({ prompt: `c${(r + p) % 7}` })), lookup: { options: { namespace: shared.namespace } }, llm: { shape: 'http' } }, freshWorkflowId()),
 		);
 		const done = await Promise.all(runs);
 		const seenHits = done.reduce((n, r) => n + hits(r).length, 0);

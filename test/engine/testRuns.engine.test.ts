@@ -274,7 +274,7 @@ describe('Guarded Send: an editor test run with a real event', () => {
 					slackChannel: '#orders',
 					slackText: '=Order {{ $json.id }} paid',
 					slackOptions: { apiUrl: slack.apiUrl },
-					completeUnit: true,
+					options: { completeUnit: true },
 				}),
 			];
 			const send = (mode: WorkflowExecuteMode) =>

@@ -84,7 +84,7 @@ describe('retry policy: deliver', () => {
 	test('a Retry-After longer than the longest wait ends this run: failed_retryable, no waiting', async () => {
 		const c = clock();
 		const v = await deliver(scripted([busy(60_000), ok]), 'm', { policy, sleep: c.sleep, now: c.now });
-		expect(v).toMatchObject({ status: 'failed_retryable', reason: 'exhausted', attempts: 1 });
+		expect(v).toMatchObject({ status: 'failed_retryable', reason: 'gave_up', attempts: 1 });
 		expect(c.waits).toEqual([]);
 	});
 
@@ -92,7 +92,7 @@ describe('retry policy: deliver', () => {
 		const c = clock();
 		const channel = scripted([busy()]);
 		const v = await deliver(channel, 'm', { policy: { ...policy, maxAttempts: 3 }, sleep: c.sleep, now: c.now, random: () => 0.99 });
-		expect(v).toMatchObject({ status: 'failed_retryable', reason: 'exhausted', attempts: 3, response: { status: 503 }, maybePerformed: false });
+		expect(v).toMatchObject({ status: 'failed_retryable', reason: 'gave_up', attempts: 3, response: { status: 503 }, maybePerformed: false });
 		expect(channel.calls).toBe(3);
 		expect(c.waits).toHaveLength(2);
 	});
@@ -144,11 +144,11 @@ describe('retry policy: deliver', () => {
 		const c = clock();
 		const channel = scripted([ok]);
 		const v = await deliver(channel, 'm', { policy, sleep: c.sleep, now: c.now, deadline: c.now() - 1 });
-		expect(v).toMatchObject({ status: 'failed_retryable', reason: 'deadline', attempts: 0 });
+		expect(v).toMatchObject({ status: 'failed_retryable', reason: 'out_of_time', attempts: 0 });
 		expect(channel.calls).toBe(0);
 		const late = scripted([busy(2000), ok]);
 		const w = await deliver(late, 'm', { policy, sleep: c.sleep, now: c.now, deadline: c.now() + 1000 });
-		expect(w).toMatchObject({ status: 'failed_retryable', reason: 'deadline', attempts: 1 });
+		expect(w).toMatchObject({ status: 'failed_retryable', reason: 'out_of_time', attempts: 1 });
 	});
 
 	test('a channel that throws is treated as "may have acted"', async () => {

@@ -68,7 +68,7 @@ export type Verdict =
 	  }
 	| {
 			status: 'failed_retryable';
-			reason: 'exhausted' | 'unauthorized' | 'deadline';
+			reason: 'gave_up' | 'unauthorized' | 'out_of_time';
 			detail: string;
 			response: unknown;
 			attempts: number;
@@ -102,7 +102,7 @@ export async function deliver<M>(channel: Channel<M>, message: M, options: Deliv
 	let last: AttemptResult | null = null;
 	let attempts = 0;
 
-	const failed = (reason: 'exhausted' | 'unauthorized' | 'deadline', detail: string): Verdict => ({
+	const failed = (reason: 'gave_up' | 'unauthorized' | 'out_of_time', detail: string): Verdict => ({
 		status: 'failed_retryable',
 		reason,
 		detail,
@@ -114,7 +114,7 @@ export async function deliver<M>(channel: Channel<M>, message: M, options: Deliv
 
 	for (let attempt = 1; attempt <= maxAttempts; attempt++) {
 		if (options.deadline !== undefined && now() > options.deadline) {
-			return failed('deadline', `The lease was about to run out before attempt ${attempt}; nothing more was sent`);
+			return failed('out_of_time', `The time this run may hold the step was about to run out before attempt ${attempt}; nothing more was sent`);
 		}
 		attempts = attempt;
 		let result: AttemptResult;
@@ -152,18 +152,18 @@ export async function deliver<M>(channel: Channel<M>, message: M, options: Deliv
 		const asked = result.kind === 'unavailable' || result.kind === 'uncertain' ? result.retryAfterMs : null;
 		const delay = asked ?? backoffDelay(attempt, policy, options.random);
 		if (asked !== null && asked > policy.maxDelayMs) {
-			return failed('exhausted', `${reasonOf(result)}; the destination asked to wait ${Math.ceil(asked / 1000)} s, longer than the longest wait allowed`);
+			return failed('gave_up', `${reasonOf(result)}; the destination asked to wait ${Math.ceil(asked / 1000)} s, longer than the longest wait allowed`);
 		}
 		if (waitedMs + delay > policy.maxTotalWaitMs) {
-			return failed('exhausted', `${reasonOf(result)}; waiting again would exceed the total wait allowed`);
+			return failed('gave_up', `${reasonOf(result)}; waiting again would exceed the total wait allowed`);
 		}
 		if (options.deadline !== undefined && now() + delay > options.deadline) {
-			return failed('deadline', `${reasonOf(result)}; the lease runs out before the next attempt could start`);
+			return failed('out_of_time', `${reasonOf(result)}; the time this run may hold the step runs out before the next attempt could start`);
 		}
 		await sleep(delay);
 		waitedMs += delay;
 	}
-	return failed('exhausted', `${last ? reasonOf(last) : 'No attempt was made'}; gave up after ${attempts} attempt${attempts === 1 ? '' : 's'}`);
+	return failed('gave_up', `${last ? reasonOf(last) : 'No attempt was made'}; gave up after ${attempts} attempt${attempts === 1 ? '' : 's'}`);
 }
 
 const reasonOf = (r: AttemptResult) => (r.kind === 'sent' ? 'sent' : r.reason);

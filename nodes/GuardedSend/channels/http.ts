@@ -67,10 +67,23 @@ export const httpProperties: INodeProperties[] = [
 	{
 		displayName: 'Generic Auth Type',
 		name: 'genericAuthType',
-		type: 'credentialsSelect',
-		required: true,
-		default: '',
-		credentialTypes: ['has:genericAuth'],
+		// A plain choice, not n8n's "credentialsSelect": that one draws its own credential slot
+		// under the parameter, next to the slot n8n draws for the same type from the node's
+		// credential list (the types must be listed there, or the node may not read them), so the
+		// panel showed "Connect to Header Auth" twice under two "Credential" headings.
+		type: 'options',
+		noDataExpression: true,
+		options: [
+			{ name: 'Basic Auth', value: 'httpBasicAuth' },
+			{ name: 'Bearer Auth', value: 'httpBearerAuth' },
+			{ name: 'Custom Auth', value: 'httpCustomAuth' },
+			{ name: 'Header Auth', value: 'httpHeaderAuth' },
+			{ name: 'OAuth1 API', value: 'oAuth1Api' },
+			{ name: 'OAuth2 API', value: 'oAuth2Api' },
+			{ name: 'Query Auth', value: 'httpQueryAuth' },
+		],
+		default: 'httpHeaderAuth',
+		description: 'How the API checks who is calling. The credential itself is chosen above.',
 		displayOptions: show({ authentication: ['genericCredentialType'] }),
 	},
 	{
@@ -137,15 +150,6 @@ export const httpProperties: INodeProperties[] = [
 		displayOptions: show({ sendBody: [true], bodyContentType: ['raw'] }),
 	},
 	{
-		displayName: 'Idempotency Header',
-		name: 'idempotencyHeader',
-		type: 'string',
-		default: 'Idempotency-Key',
-		placeholder: 'e.g. Idempotency-Key',
-		description: 'Header that carries the key of this send. It is derived from the namespace, key and step, so it stays the same on every retry and differs between steps. Empty sends none.',
-		displayOptions: show(),
-	},
-	{
 		displayName: 'Destination Honours the Key',
 		name: 'honoursKey',
 		type: 'boolean',
@@ -154,6 +158,10 @@ export const httpProperties: INodeProperties[] = [
 		displayOptions: show(),
 	},
 	onAmbiguousProperty({ channel: ['http'], honoursKey: [false] }),
+];
+
+/** HTTP settings under the node's Options, shown for the HTTP channel only. */
+export const httpOptions: INodeProperties[] = [
 	{
 		displayName: 'ID Field in Response',
 		name: 'responseIdField',
@@ -161,7 +169,16 @@ export const httpProperties: INodeProperties[] = [
 		default: 'id',
 		placeholder: 'e.g. data.invoiceId',
 		description: 'Field of the JSON response that holds the ID of what was created. It is stored as the external ID. Empty stores none.',
-		displayOptions: show(),
+		displayOptions: { show: { '/channel': ['http'] } },
+	},
+	{
+		displayName: 'Idempotency Header',
+		name: 'idempotencyHeader',
+		type: 'string',
+		default: 'Idempotency-Key',
+		placeholder: 'e.g. Idempotency-Key',
+		description: 'Header that tells the API "this is the same request" on a retry. Its value stays the same on every retry of one send and differs between sends. Leave it empty to send no such header.',
+		displayOptions: { show: { '/channel': ['http'] } },
 	},
 ];
 
@@ -255,12 +272,12 @@ export const httpModule: ChannelModule = {
 		} else if (authentication !== 'none') {
 			throw new LedgerInputError(`Unknown authentication "${authentication}"`);
 		}
-		const header = String(ctx.getNodeParameter('idempotencyHeader', 0, '') ?? '').trim();
+		const header = String(ctx.getNodeParameter('options.idempotencyHeader', 0, 'Idempotency-Key') ?? '').trim();
 		if (header && !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(header)) {
 			throw new LedgerInputError(`"${header}" is not a valid header name`, 'Use letters, digits and dashes, e.g. Idempotency-Key.');
 		}
 		const honoursKey = ctx.getNodeParameter('honoursKey', 0, true) === true;
-		const idField = String(ctx.getNodeParameter('responseIdField', 0, '') ?? '').trim();
+		const idField = String(ctx.getNodeParameter('options.responseIdField', 0, 'id') ?? '').trim();
 		const channel = httpChannel({
 			transport: n8nTransport(ctx, authType, credential),
 			idempotencyHeader: header || null,

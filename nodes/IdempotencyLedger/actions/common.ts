@@ -24,8 +24,11 @@ const scopeNotice: INodeProperties = {
 	displayOptions: { show: { scope: ['workflow'] } },
 };
 
-/** Scope and namespace, the same selector as Dedupe Gate's. `withAll` adds "All Namespaces" (List only). */
-export function namespaceProperties(withAll = false): INodeProperties[] {
+/**
+ * Scope and namespace, the same selector as Dedupe Gate's. `withAll` adds "All Namespaces" (List
+ * only). `keysNotice`: the notice on how to look at another workflow's keys (not for checkpoints).
+ */
+export function namespaceProperties(withAll = false, keysNotice = true): INodeProperties[] {
 	const scope: INodeProperties = withAll
 		? {
 				...scopeProperty,
@@ -35,7 +38,7 @@ export function namespaceProperties(withAll = false): INodeProperties[] {
 				],
 			}
 		: scopeProperty;
-	return [scope, scopeNotice, namespaceProperty];
+	return keysNotice ? [scope, scopeNotice, namespaceProperty] : [scope, namespaceProperty];
 }
 
 /** "Who did it" for the audit trail: typed, or this workflow and execution when left empty. */

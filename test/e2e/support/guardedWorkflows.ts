@@ -104,17 +104,18 @@ export interface SendOptions {
 	nodeSettings?: Record<string, unknown>;
 }
 
-const sendCommon = (o: SendOptions) => ({
+const sendCommon = (o: SendOptions, options: Record<string, unknown>) => ({
 	backend: 'postgres',
 	keyFrom: 'lineage',
-	lease: o.leaseSeconds,
-	leaseUnit: 'seconds',
-	whenInProgress: 'review',
-	onMismatch: 'review',
-	completeUnit: false,
-	retention: 1,
-	retentionUnit: 'days',
 	options: {
+		...options,
+		lease: o.leaseSeconds,
+		leaseUnit: 'seconds',
+		whenInProgress: 'review',
+		onMismatch: 'review',
+		completeUnit: false,
+		retention: 1,
+		retentionUnit: 'days',
 		timeout: o.timeoutSeconds,
 		maxAttempts: o.maxAttempts ?? 5,
 		initialBackoff: o.initialBackoffMs ?? 200,
@@ -128,13 +129,12 @@ export const slackSend = (ledger: CredentialRef, slack: CredentialRef, apiUrl: s
 		'Notify Slack',
 		SEND,
 		{
-			...sendCommon(o),
+			...sendCommon(o, { step: 'slackNotify' }),
 			channel: 'slack',
 			slackChannel: '#orders',
 			slackText: '=Order paid: {{ $json.body.eventId }}',
 			onAmbiguous: 'review',
 			slackOptions: { apiUrl },
-			step: 'slackNotify',
 		},
 		{ credentials: { idempotencyPostgresApi: ledger, slackApi: slack }, ...(o.nodeSettings ?? {}) },
 	);
@@ -145,7 +145,7 @@ export const httpSend = (ledger: CredentialRef, url: string, o: SendOptions): No
 		'Charge',
 		SEND,
 		{
-			...sendCommon(o),
+			...sendCommon(o, { step: 'charge', idempotencyHeader: 'Idempotency-Key', responseIdField: 'id' }),
 			channel: 'http',
 			method: 'POST',
 			url,
@@ -155,10 +155,7 @@ export const httpSend = (ledger: CredentialRef, url: string, o: SendOptions): No
 			sendBody: true,
 			bodyContentType: 'json',
 			jsonBody: '={{ JSON.stringify({ event: $json.body.eventId, amount: $json.body.amount }) }}',
-			idempotencyHeader: 'Idempotency-Key',
 			honoursKey: true,
-			responseIdField: 'id',
-			step: 'charge',
 		},
 		{ credentials: { idempotencyPostgresApi: ledger }, ...(o.nodeSettings ?? {}) },
 	);
@@ -167,7 +164,7 @@ export const markDone = (ledger: CredentialRef): Node =>
 	node(
 		'Mark Step Done',
 		MARK,
-		{ backend: 'postgres', keyFrom: 'lineage', step: '', status: 'completed', completeUnit: false, externalId: '', resultFrom: 'none', retention: 1, retentionUnit: 'days', options: {} },
+		{ backend: 'postgres', keyFrom: 'lineage', step: '', status: 'completed', externalId: '', resultFrom: 'none', options: { completeUnit: false, retention: 1, retentionUnit: 'days' } },
 		{ credentials: { idempotencyPostgresApi: ledger } },
 	);
 

@@ -8,7 +8,7 @@ import {
 import { checkpointJson, namespaceOf, namespaceProperties, runPerItem } from '../common';
 import { checkpointNameProperty, readCheckpointName } from './shared';
 
-const properties: INodeProperties[] = [...namespaceProperties(), checkpointNameProperty];
+const properties: INodeProperties[] = [...namespaceProperties(false, false), checkpointNameProperty];
 
 export const description = updateDisplayOptions({ show: { resource: ['checkpoint'], operation: ['get'] } }, properties);
 

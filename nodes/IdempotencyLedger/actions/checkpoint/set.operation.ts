@@ -18,7 +18,7 @@ import {
 import { MAX_CHECKPOINT_VALUE, checkpointNameProperty, readCheckpointName } from './shared';
 
 const properties: INodeProperties[] = [
-	...namespaceProperties(),
+	...namespaceProperties(false, false),
 	checkpointNameProperty,
 	{
 		displayName: 'Value',

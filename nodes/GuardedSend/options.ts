@@ -1,0 +1,24 @@
+import type { DurationSpec } from '../../lib/n8n/scope';
+
+/**
+ * Guarded Send's durations, kept under Options: one spec each serves the panel
+ * (`durationOptions`) and the reader (`readDurationOption`).
+ */
+export const HOLD_STEP: DurationSpec = {
+	name: 'lease',
+	displayName: 'Hold Step For',
+	amount: 5,
+	unit: 'minutes',
+	description:
+		'How long this run keeps the step to itself while it sends. If the run dies, another run may take the step over after this time.',
+	what: 'hold time ("Hold Step For")',
+};
+
+export const KEEP_RECORDS: DurationSpec = {
+	name: 'retention',
+	displayName: 'Keep Records For',
+	amount: 30,
+	unit: 'days',
+	description: 'How long a send is remembered. After that the key counts as new again.',
+	what: 'retention ("Keep Records For")',
+};
