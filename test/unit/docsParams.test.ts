@@ -3,7 +3,8 @@
  * - each node's reference page (docs/nodes/*.md) carries the parameter table that
  *   scripts/docs-params.js renders from the node's description (here: from the TypeScript
  *   source, so a parameter change that was not regenerated fails);
- * - every relative link and image in README.md and docs/**\/*.md points at a file that exists.
+ * - every relative link and image in README.md and docs/**\/*.md points at a file that exists, and
+ *   a #fragment on a link to a markdown file names one of its headings (GitHub's anchors).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'fs';
 import path from 'path';
@@ -76,6 +77,23 @@ function targets(markdown: string): string[] {
 	return found;
 }
 
+/** GitHub's heading anchors of a markdown file: lower case, punctuation dropped, spaces as dashes. */
+function anchors(markdown: string): Set<string> {
+	const seen = new Map<string, number>();
+	const out = new Set<string>();
+	for (const m of markdown.replace(/^```[\s\S]*?^```/gm, '').matchAll(/^#{1,6} +(.+?) *#*$/gm)) {
+		const base = m[1]
+			.replace(/<[^>]+>/g, '')
+			.toLowerCase()
+			.replace(/[^\p{L}\p{N} _-]/gu, '')
+			.replace(/ /g, '-');
+		const n = seen.get(base) ?? 0;
+		seen.set(base, n + 1);
+		out.add(n === 0 ? base : `${base}-${n}`);
+	}
+	return out;
+}
+
 describe('relative links and images in README.md and docs/ point at files that exist', () => {
 	const files = markdownFiles();
 
@@ -88,5 +106,17 @@ describe('relative links and images in README.md and docs/ point at files that e
 			.filter((t) => !/^[a-z][a-z0-9+.-]*:/i.test(t) && !t.startsWith('#'))
 			.filter((t) => !existsSync(path.resolve(path.dirname(file), decodeURIComponent(t.split('#')[0].split('?')[0]))));
 		expect(broken).toEqual([]);
+	});
+
+	test.each(files.map((f) => [path.relative(root, f), f]))('%s: #anchors name a heading', (_rel, file) => {
+		const wrong = targets(readFileSync(file, 'utf8'))
+			.filter((t) => !/^[a-z][a-z0-9+.-]*:/i.test(t) && t.includes('#'))
+			.filter((t) => {
+				const [target, fragment] = t.split('#');
+				const abs = target ? path.resolve(path.dirname(file), decodeURIComponent(target)) : file;
+				if (!abs.endsWith('.md') || !existsSync(abs)) return false;
+				return !anchors(readFileSync(abs, 'utf8')).has(decodeURIComponent(fragment));
+			});
+		expect(wrong).toEqual([]);
 	});
 });
