@@ -7,7 +7,7 @@
  *   2. Crash mid-send: SIGKILL while Guarded Send waits on the destination, restart, redeliver.
  *   3. n8n's own "Retry On Fail" on Guarded Send against a flaky destination.
  *   5. On call: the Idempotency Ledger node lists the stuck Slack item, releases it, the replay sends it.
- *   6. On call after a kill -9 mid-batch: the README's recipe, followed literally, sends nothing twice.
+ *   6. On call after a kill -9 mid-batch: the on-call recipe in docs/operations.md, followed literally, sends nothing twice.
  *
  * One n8n for the file; it is stopped in afterAll whatever happened.
  */
@@ -643,12 +643,12 @@ describe("3. n8n's own Retry On Fail on Guarded Send, against flaky destinations
 });
 
 /*
- * 6. The README's on-call recipe ("On call: after n8n died in the middle of a batch"), followed
+ * 6. The on-call recipe in docs/operations.md ("After n8n died in the middle of a batch"), followed
  * literally after a SIGKILL while 8 Slack sends were in flight: 4 had been posted (the answer never
  * came back), 4 had not. Slack does not honour idempotency keys. Then every event is delivered
  * again, twice: exactly one message per event at the destination.
  */
-describe('6. on call after a kill -9 mid-batch: the README recipe, then every event again', () => {
+describe('6. on call after a kill -9 mid-batch: the docs/operations.md recipe, then every event again', () => {
 	test('release what never started, decide what may have gone out, redeliver: 0 second sends', async () => {
 		const posted = Array.from({ length: 4 }, (_, i) => `evt_recipe_posted_${i}`);
 		const lost = Array.from({ length: 4 }, (_, i) => `evt_recipe_lost_${i}`);

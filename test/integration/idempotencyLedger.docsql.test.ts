@@ -1,5 +1,5 @@
 /**
- * The on-call SQL in the README's Idempotency Ledger section runs against a real ledger schema and
+ * The on-call SQL in docs/operations.md ("On call, in SQL") runs against a real ledger schema and
  * answers the three questions for rows the ledger wrote.
  */
 import { readFileSync } from 'fs';
@@ -18,9 +18,11 @@ afterAll(async () => {
 	await pool.end();
 });
 
-const readme = readFileSync(path.join(__dirname, '../../README.md'), 'utf8');
-// The Idempotency Ledger section of the README, up to the next top-level section.
-const doc = readme.slice(readme.indexOf('\n## Idempotency Ledger\n')).split(/\n## (?!Idempotency Ledger\n)/)[0];
+const page = readFileSync(path.join(__dirname, '../../docs/operations.md'), 'utf8');
+// The "On call, in SQL" section of the on-call page, up to the next section of its level.
+const start = page.indexOf('\n## On call, in SQL\n');
+if (start < 0) throw new Error('docs/operations.md has no "## On call, in SQL" section');
+const doc = page.slice(start).split(/\n## (?!On call, in SQL\n)/)[0];
 const sqlBlocks = [...doc.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]);
 
 type Rows = Array<Record<string, unknown>>;

@@ -1,0 +1,122 @@
+/**
+ * The docs stay true to the code:
+ * - each node's reference page (docs/nodes/*.md) carries the parameter table that
+ *   scripts/docs-params.js renders from the node's description (here: from the TypeScript
+ *   source, so a parameter change that was not regenerated fails);
+ * - every relative link and image in README.md and docs/**\/*.md points at a file that exists, and
+ *   a #fragment on a link to a markdown file names one of its headings (GitHub's anchors).
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'fs';
+import path from 'path';
+
+import type { INodeType, INodeTypeDescription } from 'n8n-workflow';
+
+interface DocsParams {
+	renderTable(description: INodeTypeDescription): string;
+	generatedBlock(nodeName: string, table: string): string;
+	currentBlock(text: string, nodeName: string): string | null;
+	findPage(nodeName: string): string | null;
+	nodeFiles(): string[];
+	START(nodeName: string): string;
+}
+
+const root = path.join(__dirname, '../..');
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const docs = require(path.join(root, 'scripts/docs-params.js')) as DocsParams;
+
+/** dist/nodes/X/X.node.js (as package.json lists it) → the node's description from nodes/X/X.node.ts. */
+function sourceDescription(distFile: string): INodeTypeDescription {
+	const source = path.join(root, distFile.replace(/^dist\//, '').replace(/\.js$/, ''));
+	// eslint-disable-next-line @typescript-eslint/no-require-imports
+	const mod = require(source) as Record<string, new () => INodeType>;
+	const NodeClass = Object.values(mod).find((v) => typeof v === 'function')!;
+	return new NodeClass().description as INodeTypeDescription;
+}
+
+const descriptions = docs.nodeFiles().map(sourceDescription);
+
+describe('parameter tables in docs/nodes match the node descriptions', () => {
+	test('package.json lists the five nodes', () => {
+		expect(descriptions.map((d) => d.name).sort()).toEqual(['dedupeGate', 'guardedSend', 'idempotencyLedger', 'markStepDone', 'promptCache']);
+	});
+
+	test.each(descriptions.map((d) => [d.name, d] as const))('%s', (name, description) => {
+		const page = docs.findPage(name);
+		if (!page) throw new Error(`No page under docs/nodes/ has the marker ${docs.START(name)}: add it, then run npm run docs:params`);
+		const current = docs.currentBlock(readFileSync(page, 'utf8'), name);
+		const want = docs.generatedBlock(name, docs.renderTable(description));
+		if (current !== want) {
+			throw new Error(
+				`The parameter table in ${path.relative(root, page)} differs from the ${name} node's description: run npm run docs:params\n\n` +
+					`--- in the page\n${current}\n\n--- from the description\n${want}`,
+			);
+		}
+	});
+});
+
+function markdownFiles(): string[] {
+	const out = [path.join(root, 'README.md')];
+	const walk = (dir: string) => {
+		for (const entry of readdirSync(dir)) {
+			const abs = path.join(dir, entry);
+			if (statSync(abs).isDirectory()) walk(abs);
+			else if (entry.endsWith('.md')) out.push(abs);
+		}
+	};
+	walk(path.join(root, 'docs'));
+	return out;
+}
+
+/** Link and image targets: [text](target), ![alt](target), <img src="target">, outside code. */
+function targets(markdown: string): string[] {
+	const prose = markdown.replace(/^```[\s\S]*?^```/gm, '').replace(/`[^`\n]*`/g, '');
+	const found: string[] = [];
+	for (const m of prose.matchAll(/!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) found.push(m[1]);
+	for (const m of prose.matchAll(/<img\b[^>]*\bsrc="([^"]+)"/g)) found.push(m[1]);
+	for (const m of prose.matchAll(/^\[[^\]]+\]:\s*(\S+)/gm)) found.push(m[1]);
+	return found;
+}
+
+/** GitHub's heading anchors of a markdown file: lower case, punctuation dropped, spaces as dashes. */
+function anchors(markdown: string): Set<string> {
+	const seen = new Map<string, number>();
+	const out = new Set<string>();
+	for (const m of markdown.replace(/^```[\s\S]*?^```/gm, '').matchAll(/^#{1,6} +(.+?) *#*$/gm)) {
+		const base = m[1]
+			.replace(/<[^>]+>/g, '')
+			.toLowerCase()
+			.replace(/[^\p{L}\p{N} _-]/gu, '')
+			.replace(/ /g, '-');
+		const n = seen.get(base) ?? 0;
+		seen.set(base, n + 1);
+		out.add(n === 0 ? base : `${base}-${n}`);
+	}
+	return out;
+}
+
+describe('relative links and images in README.md and docs/ point at files that exist', () => {
+	const files = markdownFiles();
+
+	test('there are pages to check', () => {
+		expect(files.length).toBeGreaterThan(5);
+	});
+
+	test.each(files.map((f) => [path.relative(root, f), f]))('%s', (_rel, file) => {
+		const broken = targets(readFileSync(file, 'utf8'))
+			.filter((t) => !/^[a-z][a-z0-9+.-]*:/i.test(t) && !t.startsWith('#'))
+			.filter((t) => !existsSync(path.resolve(path.dirname(file), decodeURIComponent(t.split('#')[0].split('?')[0]))));
+		expect(broken).toEqual([]);
+	});
+
+	test.each(files.map((f) => [path.relative(root, f), f]))('%s: #anchors name a heading', (_rel, file) => {
+		const wrong = targets(readFileSync(file, 'utf8'))
+			.filter((t) => !/^[a-z][a-z0-9+.-]*:/i.test(t) && t.includes('#'))
+			.filter((t) => {
+				const [target, fragment] = t.split('#');
+				const abs = target ? path.resolve(path.dirname(file), decodeURIComponent(target)) : file;
+				if (!abs.endsWith('.md') || !existsSync(abs)) return false;
+				return !anchors(readFileSync(abs, 'utf8')).has(decodeURIComponent(fragment));
+			});
+		expect(wrong).toEqual([]);
+	});
+});
