@@ -25,7 +25,7 @@ export const backendProperty: INodeProperties = {
 		{
 			name: 'Redis',
 			value: 'redis',
-			description: 'Fast; durable only with persistence on and eviction off (see the README)',
+			description: 'Fast; keeps the ledger only with persistence on and key eviction off',
 		},
 	],
 	default: 'postgres',

@@ -93,11 +93,12 @@ export const durationOptions = (spec: DurationSpec): INodeProperties[] => [
 ];
 
 /**
- * The duration a node keeps under Options, in milliseconds: the spec's default where it is left
- * out. `options` saves reading the collection again when the caller has it.
+ * The duration a node keeps in an options collection, in milliseconds: the spec's default where
+ * it is left out. `collection` names the collection ('options' unless the node has another, such
+ * as one per operation), or is the collection itself when the caller has read it already.
  */
-export function readDurationOption(ctx: IExecuteFunctions, spec: DurationSpec, options?: IDataObject): number {
-	options ??= ctx.getNodeParameter('options', 0, {}) as IDataObject;
+export function readDurationOption(ctx: IExecuteFunctions, spec: DurationSpec, collection: string | IDataObject = 'options'): number {
+	const options = typeof collection === 'string' ? (ctx.getNodeParameter(collection, 0, {}) as IDataObject) : collection;
 	const amount = options[spec.name] ?? spec.amount;
 	const unit = (options[`${spec.name}Unit`] ?? spec.unit) as DurationUnit;
 	return toMilliseconds(amount, unit, spec.what);

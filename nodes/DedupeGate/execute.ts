@@ -66,6 +66,9 @@ const DONE_WHEN: Record<Closer, string> = {
 
 type KeyReader = (itemIndex: number, item: INodeExecutionData) => string;
 
+/** The gate's own way to key an item by several values, for the "not a single value" hint. */
+const HASH_HINT = 'set "Key From" to "Hash of Chosen Fields" to build the key from several fields';
+
 interface GateConfig {
 	mode: ClaimMode;
 	closer: Closer;
@@ -101,7 +104,7 @@ function keyReader(ctx: IExecuteFunctions): { read: KeyReader; kind: GateConfig[
 		const name = formatPath(path);
 		const field = fieldSource(path);
 		const what = `key (field "${name}")`;
-		return { kind: 'field', read: (i, item) => assertKey(toKeyText(field.read(i, item), what), what) };
+		return { kind: 'field', read: (i, item) => assertKey(toKeyText(field.read(i, item), what, HASH_HINT), what) };
 	}
 	if (source === 'expression') {
 		const expression = parameterSource(ctx, 'keyExpression');
@@ -109,7 +112,7 @@ function keyReader(ctx: IExecuteFunctions): { read: KeyReader; kind: GateConfig[
 		const what = plain ? `key (${plain.node === null ? '' : `node "${plain.node}", `}field "${formatPath(plain.path)}")` : 'key';
 		return {
 			kind: expression.kind,
-			read: (i, item) => assertKey(toKeyText(expression.read(i, item), what), what),
+			read: (i, item) => assertKey(toKeyText(expression.read(i, item), what, HASH_HINT), what),
 		};
 	}
 	if (source === 'fields') {

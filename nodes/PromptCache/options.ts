@@ -1,6 +1,3 @@
-import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
-
-import { toMilliseconds, type DurationUnit } from '../../lib/ledger/duration';
 import type { DurationSpec } from '../../lib/n8n/scope';
 
 /** Prompt Cache's durations, under Options: one spec each for the panel and the reader. */
@@ -32,14 +29,3 @@ export const KEEP_ANSWERS: DurationSpec = {
 	description: 'How long a stored answer is served. After that the prompt goes to Miss again.',
 	what: 'time to keep answers ("Keep Answers For")',
 };
-
-/**
- * A duration in Store's own Options collection (`storeOptions`), read as `readDurationOption`
- * (lib/n8n/scope.ts) reads one in `options`: the spec's amount and unit where it is left out.
- */
-export function readStoreDuration(ctx: IExecuteFunctions, spec: DurationSpec): number {
-	const options = ctx.getNodeParameter('storeOptions', 0, {}) as IDataObject;
-	const amount = options[spec.name] ?? spec.amount;
-	const unit = (options[`${spec.name}Unit`] ?? spec.unit) as DurationUnit;
-	return toMilliseconds(amount, unit, spec.what);
-}

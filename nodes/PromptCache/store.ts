@@ -14,8 +14,8 @@ import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { FACTS_FIELD } from '../../lib/n8n/facts';
 import { formatPath, parameterSource, parseFieldPath, readPath, type PathSegment } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
-import { namespaceReader } from '../../lib/n8n/scope';
-import { KEEP_ANSWERS, readStoreDuration } from './options';
+import { namespaceReader, readDurationOption } from '../../lib/n8n/scope';
+import { KEEP_ANSWERS } from './options';
 import {
 	CACHE_STEP,
 	cacheFacts,
@@ -165,7 +165,7 @@ function readConfig(ctx: IExecuteFunctions): StoreConfig {
 	}
 	return {
 		target,
-		ttlMs: readStoreDuration(ctx, KEEP_ANSWERS),
+		ttlMs: readDurationOption(ctx, KEEP_ANSWERS, 'storeOptions'),
 		responsePath: field ? parseFieldPath(field, 'answer field') : null,
 		maxBytes: Math.round(kb * 1024),
 	};

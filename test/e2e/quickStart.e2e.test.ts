@@ -1,0 +1,86 @@
+/**
+ * The README's quick start, in a real n8n (the package installed the user's way): the
+ * `examples/hello-dedupe.json` flow (Manual Trigger → Order → Dedupe Gate with every setting at
+ * its default → Do the Work), imported as the README says, with the one credential it needs
+ * created under the name the file uses. Run three times: right away, right away again, and once
+ * more after the lease would have lapsed: New, Duplicate, Duplicate, and "Do the Work" ran once.
+ *
+ * The lease is shortened for the test (Options → Lease, 20 seconds), which is the only change to
+ * the file: with the old default (a claim that waits for Mark Step Done) the same three runs gave
+ * New, In Progress, New. The second part of the test runs that setting to show the difference is
+ * the default's, not the test's.
+ */
+import { startN8n, nodeOutput, type N8nInstance } from './support/n8n';
+import { ledgerCredentialData, LedgerTables, loadExample, nodeNamed, uniqueLedgerTable, type ExampleWorkflow } from './support/standIns';
+
+const table = uniqueLedgerTable('e2e_quick');
+const ledger = new LedgerTables(table);
+// Longer than one `n8n execute` (a few seconds to boot), so run 2 comes while a lease would still hold.
+const LEASE_SECONDS = 20;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Which output of the gate the run's one item left on. */
+function gateOutcome(run: unknown): string {
+	const names = ['New', 'Duplicate', 'In Progress'];
+	const hits = names.filter((_, output) => nodeOutput(run, 'Dedupe Gate', output).length > 0);
+	if (hits.length !== 1) throw new Error(`expected the item on one output of the gate, got ${JSON.stringify(hits)}`);
+	return hits[0];
+}
+
+describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n', () => {
+	let n8n: N8nInstance | undefined;
+
+	beforeAll(async () => {
+		n8n = await startN8n({ withPackage: true });
+		await n8n.setupOwner();
+		await n8n.createApiKey();
+		await n8n.createCredential({ name: 'Idempotency Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) });
+	});
+
+	afterAll(async () => {
+		if (n8n) console.log(`n8n log: ${n8n.logFile}`);
+		await n8n?.stop();
+		await ledger.drop();
+	});
+
+	function withLease(workflow: ExampleWorkflow, gateParameters: Record<string, unknown> = {}): ExampleWorkflow {
+		const gate = nodeNamed(workflow, 'Dedupe Gate');
+		expect(gate.parameters).toEqual({}); // the file leaves every setting at its default
+		gate.parameters = { ...gateParameters, options: { lease: LEASE_SECONDS, leaseUnit: 'seconds' } };
+		return workflow;
+	}
+
+	async function threeRuns(workflow: ExampleWorkflow): Promise<{ outcomes: string[]; work: number }> {
+		const { id } = await n8n!.createWorkflow(workflow);
+		const outcomes: string[] = [];
+		let work = 0;
+		for (const pause of [0, 0, (LEASE_SECONDS + 1) * 1000]) {
+			await sleep(pause);
+			const { run } = await n8n!.executeCli(id);
+			outcomes.push(gateOutcome(run));
+			work += nodeOutput(run, 'Do the Work', 0).length;
+		}
+		return { outcomes, work };
+	}
+
+	test('every setting at its default: New, Duplicate, and Duplicate after the lease; the work is done once', async () => {
+		const workflow = withLease(loadExample('hello-dedupe.json'));
+		workflow.name = 'hello-dedupe (defaults)';
+		const { outcomes, work } = await threeRuns(workflow);
+		expect(outcomes).toEqual(['New', 'Duplicate', 'Duplicate']);
+		expect(work).toBe(1);
+		const rows = await ledger.rows();
+		expect(rows.map((r) => [r.key, r.status])).toEqual([['order-1', 'completed']]);
+	});
+
+	test('for contrast, "Mark Keys Done: When Mark Step Done Records It" with no Mark Step Done: New, In Progress, New (the old default trap)', async () => {
+		const workflow = withLease(loadExample('hello-dedupe.json'), { mode: 'lease' });
+		workflow.name = 'hello-dedupe (waits for Mark Step Done)';
+		// Its own key, so the first test's row does not answer for it.
+		const order = nodeNamed(workflow, 'Order');
+		(order.parameters as { assignments: { assignments: Array<{ value: string }> } }).assignments.assignments[0].value = 'order-2';
+		const { outcomes, work } = await threeRuns(workflow);
+		expect(outcomes).toEqual(['New', 'In Progress', 'New']);
+		expect(work).toBe(2);
+	});
+});
