@@ -5,11 +5,20 @@
  * created under the name the file uses. Run three times: right away, right away again, and once
  * more after the lease would have lapsed: New, Duplicate, Duplicate, and "Do the Work" ran once.
  *
+ * The first test clicks "Execute workflow" in the real editor (headless Chromium), as the README
+ * says; the others run the same file with `n8n execute`.
+ *
  * The lease is shortened for the test (Options → Lease, 20 seconds), which is the only change to
  * the file: with the old default (a claim that waits for Mark Step Done) the same three runs gave
  * New, In Progress, New. The second part of the test runs that setting to show the difference is
  * the default's, not the test's.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { chromium, type BrowserContext } from 'playwright-core';
+
 import { startN8n, nodeOutput, type N8nInstance } from './support/n8n';
 import { ledgerCredentialData, LedgerTables, loadExample, nodeNamed, uniqueLedgerTable, type ExampleWorkflow } from './support/standIns';
 
@@ -27,12 +36,15 @@ function gateOutcome(run: unknown): string {
 	return hits[0];
 }
 
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+
 describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n', () => {
 	let n8n: N8nInstance | undefined;
+	let cookie = '';
 
 	beforeAll(async () => {
 		n8n = await startN8n({ withPackage: true });
-		await n8n.setupOwner();
+		cookie = await n8n.setupOwner();
 		await n8n.createApiKey();
 		await n8n.createCredential({ name: 'Idempotency Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) });
 	});
@@ -50,7 +62,7 @@ describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n
 		return workflow;
 	}
 
-	async function threeRuns(workflow: ExampleWorkflow): Promise<{ outcomes: string[]; work: number }> {
+	async function threeRuns(workflow: ExampleWorkflow): Promise<{ id: string; outcomes: string[]; work: number }> {
 		const { id } = await n8n!.createWorkflow(workflow);
 		const outcomes: string[] = [];
 		let work = 0;
@@ -60,16 +72,62 @@ describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n
 			outcomes.push(gateOutcome(run));
 			work += nodeOutput(run, 'Do the Work', 0).length;
 		}
-		return { outcomes, work };
+		return { id, outcomes, work };
 	}
+
+	test('in the editor: "Execute workflow" three times gives New, Duplicate, Duplicate (after the lease); the work is done once', async () => {
+		if (!fs.existsSync(CHROMIUM)) {
+			if (process.env.CI === 'true') throw new Error(`No Chromium at ${CHROMIUM}: install Debian's chromium package (.ci/run does) or set CHROMIUM`);
+			console.warn(`[skip] quick start in the editor: no Chromium at ${CHROMIUM} (install Debian's chromium package, or set CHROMIUM)`);
+			return;
+		}
+		const workflow = withLease(loadExample('hello-dedupe.json'));
+		workflow.name = 'hello-dedupe (editor)';
+		const { id } = await n8n!.createWorkflow(workflow);
+		const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'quickstart-chromium-'));
+		let browser: BrowserContext | undefined;
+		try {
+			browser = await chromium.launchPersistentContext(userDataDir, {
+				executablePath: CHROMIUM,
+				headless: true,
+				args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+				viewport: { width: 1280, height: 800 },
+			});
+			const [name, value] = cookie.split(/=(.*)/s);
+			await browser.addCookies([{ name, value, url: n8n!.baseUrl }]);
+			const page = browser.pages()[0] ?? (await browser.newPage());
+			page.setDefaultTimeout(120_000);
+			await page.goto(`${n8n!.baseUrl}/workflow/${id}`, { waitUntil: 'domcontentloaded' });
+			await page.locator('[data-test-id="canvas-node"][data-node-name="Dedupe Gate"]').waitFor({ state: 'visible' });
+			const outcomes: string[] = [];
+			let work = 0;
+			for (const pause of [0, 0, (LEASE_SECONDS + 1) * 1000]) {
+				await sleep(pause);
+				const before = (await n8n!.executions(id, { includeData: false })).length;
+				await page.locator('[data-test-id="execute-workflow-button"]').click();
+				const [latest] = await n8n!.waitForExecutions(id, before + 1, { includeData: true, timeoutMs: 120_000 });
+				expect({ mode: latest.mode, status: latest.status }).toEqual({ mode: 'manual', status: 'success' });
+				outcomes.push(gateOutcome(latest));
+				work += nodeOutput(latest, 'Do the Work', 0).length;
+			}
+			expect(outcomes).toEqual(['New', 'Duplicate', 'Duplicate']);
+			expect(work).toBe(1);
+			// An editor run keeps to its test namespace, so the production key is untouched.
+			const rows = await ledger.rows();
+			expect(rows.map((r) => [r.namespace, r.key, r.status])).toEqual([[`editor-test:workflow:${id}`, 'order-1', 'completed']]);
+		} finally {
+			await browser?.close().catch(() => undefined);
+			fs.rmSync(userDataDir, { recursive: true, force: true });
+		}
+	});
 
 	test('every setting at its default: New, Duplicate, and Duplicate after the lease; the work is done once', async () => {
 		const workflow = withLease(loadExample('hello-dedupe.json'));
 		workflow.name = 'hello-dedupe (defaults)';
-		const { outcomes, work } = await threeRuns(workflow);
+		const { id, outcomes, work } = await threeRuns(workflow);
 		expect(outcomes).toEqual(['New', 'Duplicate', 'Duplicate']);
 		expect(work).toBe(1);
-		const rows = await ledger.rows();
+		const rows = await ledger.rows('namespace = $1', [`workflow:${id}`]);
 		expect(rows.map((r) => [r.key, r.status])).toEqual([['order-1', 'completed']]);
 	});
 
