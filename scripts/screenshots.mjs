@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { buildWorkflow, panels } from './screenshots/workflow.mjs';
+import { buildWorkflow, freshWorkflow, panels } from './screenshots/workflow.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, '..');
@@ -155,8 +155,10 @@ async function main() {
 			await save(file, { clip: await drawingBox(page) });
 		}
 
-		// Parameter panels: double-click each node on the full workflow's canvas, as a user would.
-		await openCanvas(page, n8n.baseUrl, overview);
+		// Parameter panels: each node fresh (every setting at its default), opened with a double
+		// click as a user would.
+		const fresh = await create(freshWorkflow({ credential }));
+		await openCanvas(page, n8n.baseUrl, fresh);
 		for (const panel of panels) {
 			await page.setViewportSize(VIEWPORT);
 			await page.locator(`[data-test-id="canvas-node"][data-node-name="${panel.name}"]`).dblclick();

@@ -26,14 +26,36 @@ export const ids = {
 	notifyOps: '6f1c2a8e-0d4b-4c1e-9a51-000000000023',
 };
 
-/** Which node each per-node parameter-panel image opens. */
+/**
+ * The parameter-panel images: one node of each type in a fresh state, every setting at its
+ * default, as a node is when it is first put on the canvas (only the ledger credential is set).
+ */
 export const panels = [
-	{ file: 'dedupe-gate.png', full: 'dedupe-gate-editor.png', id: ids.dedupeGate, name: 'Dedupe Gate' },
-	{ file: 'guarded-send.png', id: ids.guardedSend, name: 'Guarded Send' },
-	{ file: 'mark-step-done.png', id: ids.markStepDone, name: 'Mark Step Done' },
-	{ file: 'prompt-cache.png', id: ids.cacheLookup, name: 'Prompt Cache Lookup' },
-	{ file: 'idempotency-ledger.png', id: ids.ledger, name: 'List Stuck Keys' },
+	{ file: 'dedupe-gate.png', full: 'dedupe-gate-editor.png', type: 'dedupeGate', name: 'Dedupe Gate' },
+	{ file: 'guarded-send.png', type: 'guardedSend', name: 'Guarded Send' },
+	{ file: 'mark-step-done.png', type: 'markStepDone', name: 'Mark Step Done' },
+	{ file: 'prompt-cache.png', type: 'promptCache', name: 'Prompt Cache' },
+	{ file: 'idempotency-ledger.png', type: 'idempotencyLedger', name: 'Idempotency Ledger' },
 ];
+
+/** The workflow of fresh nodes that the panel images open (no connections). */
+export function freshWorkflow({ credential }) {
+	const ledger = { idempotencyPostgresApi: { id: credential.id, name: credential.name } };
+	return {
+		name: 'Fresh nodes (parameter panels)',
+		nodes: panels.map((panel, i) => ({
+			id: randomUUID(),
+			name: panel.name,
+			type: `${PKG}.${panel.type}`,
+			typeVersion: 1,
+			position: [i * 260, 0],
+			parameters: {},
+			credentials: ledger,
+		})),
+		connections: {},
+		settings: { executionOrder: 'v1' },
+	};
+}
 
 /** The flows, by the names of their nodes; a workflow may hold any of them. */
 export const flows = {

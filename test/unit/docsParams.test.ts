@@ -132,3 +132,37 @@ describe('the Guarded Send page lists exactly the reasons the node puts on items
 		expect(page).toContain('`reason` are `in_progress`');
 	});
 });
+
+describe('the README troubleshooting table quotes messages the code really has', () => {
+	const sources = (dir: string): string[] =>
+		readdirSync(dir).flatMap((entry) => {
+			const abs = path.join(dir, entry);
+			if (statSync(abs).isDirectory()) return sources(abs);
+			return abs.endsWith('.ts') ? [readFileSync(abs, 'utf8')] : [];
+		});
+	const code = [...sources(path.join(root, 'lib')), ...sources(path.join(root, 'nodes'))].join('\n');
+	const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+	const table = readme.slice(readme.indexOf('## Troubleshooting'), readme.indexOf('## Read more'));
+	// Column 1 of each row that quotes messages (in italics); not n8n's own messages or situations
+	// described in plain words.
+	const quoted = [...table.matchAll(/^\| ([^|]+) \|/gm)]
+		.map((m) => m[1])
+		.filter((cell) => cell.startsWith('*'))
+		.flatMap((cell) => [...cell.matchAll(/\*([^*]+)\*/g)].map((m) => m[1]));
+
+	test('the table quotes at least ten messages', () => {
+		expect(quoted.length).toBeGreaterThanOrEqual(10);
+	});
+
+	test.each(quoted.map((q) => [q]))('%s', (message) => {
+		// What varies per case ("…", numbers, quoted names, a parenthesis naming the field) and the
+		// joints where the code composes a message (": ") are left out; each literal piece of some
+		// length must appear in the code as it is.
+		const pieces = message
+			.split(/…|"[^"]*"|\([^)]*\)|\d+|: /)
+			.map((p) => p.trim())
+			.filter((p) => p.length >= 8);
+		expect(pieces.length).toBeGreaterThan(0);
+		for (const piece of pieces) expect({ piece, found: code.includes(piece) }).toEqual({ piece, found: true });
+	});
+});
