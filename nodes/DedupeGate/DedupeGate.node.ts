@@ -99,7 +99,8 @@ export class DedupeGate implements INodeType {
 		icon: { light: 'file:dedupeGate.svg', dark: 'file:dedupeGate.dark.svg' },
 		group: ['transform'],
 		version: 1,
-		subtitle: '={{ {"auto": "Done when the execution succeeds", "lease": "Done when Mark Step Done records it", "seen": "Done as soon as it passes", "newer": "Only newer versions"}[$parameter["mode"]] }}',
+		// Short: the canvas cuts a subtitle at about 25 characters.
+		subtitle: '={{ {"auto": "done when run succeeds", "lease": "done by Mark Step Done", "seen": "done when it passes", "newer": "only newer versions"}[$parameter["mode"]] }}',
 		description: 'Let each key through once, however often a flow is retried or replayed',
 		defaults: { name: 'Dedupe Gate' },
 		inputs: [NodeConnectionTypes.Main],
