@@ -37,6 +37,8 @@ function gateOutcome(run: unknown): string {
 }
 
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+/** The page's document, inside functions that run in the browser (the tests compile without the DOM library). */
+declare const document: { querySelectorAll(selector: string): ArrayLike<{ textContent: string | null }> };
 
 describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n', () => {
 	let n8n: N8nInstance | undefined;
@@ -54,6 +56,34 @@ describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n
 		await n8n?.stop();
 		await ledger.drop();
 	});
+
+	/** Opens `route` in headless Chromium, logged in as the owner; skips (or fails under CI) without Chromium. */
+	async function inEditor(route: string, use: (page: import('playwright-core').Page) => Promise<void>): Promise<void> {
+		if (!fs.existsSync(CHROMIUM)) {
+			if (process.env.CI === 'true') throw new Error(`No Chromium at ${CHROMIUM}: install Debian's chromium package (.ci/run does) or set CHROMIUM`);
+			console.warn(`[skip] editor part of the quick start: no Chromium at ${CHROMIUM} (install Debian's chromium package, or set CHROMIUM)`);
+			return;
+		}
+		const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'quickstart-chromium-'));
+		let browser: BrowserContext | undefined;
+		try {
+			browser = await chromium.launchPersistentContext(userDataDir, {
+				executablePath: CHROMIUM,
+				headless: true,
+				args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+				viewport: { width: 1280, height: 800 },
+			});
+			const [name, value] = cookie.split(/=(.*)/s);
+			await browser.addCookies([{ name, value, url: n8n!.baseUrl }]);
+			const page = browser.pages()[0] ?? (await browser.newPage());
+			page.setDefaultTimeout(120_000);
+			await page.goto(`${n8n!.baseUrl}${route}`, { waitUntil: 'domcontentloaded' });
+			await use(page);
+		} finally {
+			await browser?.close().catch(() => undefined);
+			fs.rmSync(userDataDir, { recursive: true, force: true });
+		}
+	}
 
 	function withLease(workflow: ExampleWorkflow, gateParameters: Record<string, unknown> = {}): ExampleWorkflow {
 		const gate = nodeNamed(workflow, 'Dedupe Gate');
@@ -76,28 +106,10 @@ describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n
 	}
 
 	test('in the editor: "Execute workflow" three times gives New, Duplicate, Duplicate (after the lease); the work is done once', async () => {
-		if (!fs.existsSync(CHROMIUM)) {
-			if (process.env.CI === 'true') throw new Error(`No Chromium at ${CHROMIUM}: install Debian's chromium package (.ci/run does) or set CHROMIUM`);
-			console.warn(`[skip] quick start in the editor: no Chromium at ${CHROMIUM} (install Debian's chromium package, or set CHROMIUM)`);
-			return;
-		}
 		const workflow = withLease(loadExample('hello-dedupe.json'));
 		workflow.name = 'hello-dedupe (editor)';
 		const { id } = await n8n!.createWorkflow(workflow);
-		const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'quickstart-chromium-'));
-		let browser: BrowserContext | undefined;
-		try {
-			browser = await chromium.launchPersistentContext(userDataDir, {
-				executablePath: CHROMIUM,
-				headless: true,
-				args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-				viewport: { width: 1280, height: 800 },
-			});
-			const [name, value] = cookie.split(/=(.*)/s);
-			await browser.addCookies([{ name, value, url: n8n!.baseUrl }]);
-			const page = browser.pages()[0] ?? (await browser.newPage());
-			page.setDefaultTimeout(120_000);
-			await page.goto(`${n8n!.baseUrl}/workflow/${id}`, { waitUntil: 'domcontentloaded' });
+		await inEditor(`/workflow/${id}`, async (page) => {
 			await page.locator('[data-test-id="canvas-node"][data-node-name="Dedupe Gate"]').waitFor({ state: 'visible' });
 			const outcomes: string[] = [];
 			let work = 0;
@@ -115,10 +127,38 @@ describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n
 			// An editor run keeps to its test namespace, so the production key is untouched.
 			const rows = await ledger.rows();
 			expect(rows.map((r) => [r.namespace, r.key, r.status])).toEqual([[`editor-test:workflow:${id}`, 'order-1', 'completed']]);
-		} finally {
-			await browser?.close().catch(() => undefined);
-			fs.rmSync(userDataDir, { recursive: true, force: true });
-		}
+		});
+	});
+
+	test('the node panel finds the nodes by the words a newcomer types', async () => {
+		await inEditor('/workflow/new', async (page) => {
+			await page.locator('[data-test-id="node-creator-plus-button"]').click();
+			const search = page.locator('[data-test-id="node-creator-search-bar"] input, input[data-test-id="node-creator-search-bar"]').first();
+			const expected: Array<[string, string[]]> = [
+				['prompt', ['Prompt Cache']],
+				['cache', ['Prompt Cache']],
+				['LLM', ['Prompt Cache']],
+				['dedupe', ['Dedupe Gate']],
+				['remove duplicates', ['Dedupe Gate']],
+				['idempotency', ['Dedupe Gate', 'Mark Step Done', 'Guarded Send', 'Idempotency Ledger']],
+			];
+			for (const [term, names] of expected) {
+				await search.fill(term);
+				// The list follows the typing after a debounce: wait for the names, then read what it shows.
+				await page
+					.waitForFunction(
+						(want) => {
+							const shown = Array.from(document.querySelectorAll('[data-test-id="node-creator-item-name"]')).map((e) => e.textContent?.trim());
+							return want.every((name) => shown.includes(name));
+						},
+						names,
+						{ timeout: 15_000 },
+					)
+					.catch(() => undefined);
+				const shown = (await page.locator('[data-test-id="node-creator-item-name"]').allTextContents()).map((t) => t.trim());
+				for (const name of names) expect({ term, name, found: shown.includes(name) }).toEqual({ term, name, found: true });
+			}
+		});
 	});
 
 	test('every setting at its default: New, Duplicate, and Duplicate after the lease; the work is done once', async () => {
