@@ -111,7 +111,7 @@ function describeValues(candidates, values) {
 	return `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]}`;
 }
 
-/** `{ show: { mode: ['lease'] }, hide: { … } }` in words, e.g. "Mode is Claim Until Completed". */
+/** `{ show: { mode: ['lease'] }, hide: { … } }` in words, e.g. "Mark Keys Done is Only Newer Versions". */
 function describeConditions(displayOptionsList, byName) {
 	const parts = [];
 	for (const displayOptions of displayOptionsList) {

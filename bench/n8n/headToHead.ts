@@ -197,8 +197,8 @@ async function concurrency(n8n: N8nInstance, credentialId: string) {
 	const suffix = Date.now().toString(36);
 	const variants: Array<[string, string, object]> = [
 		['Remove Duplicates v2 (previous executions)', `h2h-rd-${suffix}`, removeDuplicates()],
-		['Dedupe Gate (Mark Seen Now)', `h2h-gate-${suffix}`, dedupeGate(`h2h-conc-${suffix}`, { keySource: 'field', keyField: 'id' }, credentialId)],
-		['Dedupe Gate (Claim Until Completed)', `h2h-lease-${suffix}`, dedupeGate(`h2h-lease-${suffix}`, { keySource: 'field', keyField: 'id' }, credentialId, 'lease')],
+		['Dedupe Gate (As Soon As It Passes)', `h2h-gate-${suffix}`, dedupeGate(`h2h-conc-${suffix}`, { keySource: 'field', keyField: 'id' }, credentialId)],
+		['Dedupe Gate (When Mark Step Done Records It)', `h2h-lease-${suffix}`, dedupeGate(`h2h-lease-${suffix}`, { keySource: 'field', keyField: 'id' }, credentialId, 'lease')],
 	];
 	const keys = Array.from({ length: UNIVERSE }, (_, i) => `key_${i}`);
 	console.log(

@@ -81,7 +81,7 @@ describe('Dedupe Gate in the real engine', () => {
 		expect(await rowCount('engine-seen')).toBe(20);
 	});
 
-	test('claim until completed: a second run finds the keys In Progress, under the workflow namespace', async () => {
+	test('"When Mark Step Done Records It": a second run finds the keys In Progress, under the workflow namespace', async () => {
 		const gate = { mode: 'lease' };
 		const first = await run(events.slice(0, 5), gate, { workflowId: 'wf-lease' });
 		expect(ids(first.outputs('Gate')[0])).toHaveLength(5);

@@ -80,7 +80,7 @@ export interface Seconds {
 	lease: number;
 }
 
-/** Dedupe Gate keyed by the webhook body's eventId, claim until completed. */
+/** Dedupe Gate keyed by the webhook body's eventId, Mark Keys Done: When Mark Step Done Records It. */
 export const dedupeGate = (ledger: CredentialRef, leaseSeconds: number): Node =>
 	node(
 		'Dedupe Gate',
