@@ -337,6 +337,16 @@ function tail(text: string, lines: number) {
 	return text.split('\n').slice(-lines).join('\n');
 }
 
+/** Environment for queue mode (main and workers): executions go through Bull on the local Redis. */
+export const queueEnv = (): Record<string, string> => ({
+	EXECUTIONS_MODE: 'queue',
+	QUEUE_BULL_REDIS_HOST: '127.0.0.1',
+	QUEUE_BULL_REDIS_PORT: '6379',
+	// Each n8n instance its own queue, so instances running side by side never take each other's jobs.
+	QUEUE_BULL_PREFIX: `bull-e2e-${randomBytes(4).toString('hex')}`,
+	OFFLOAD_MANUAL_EXECUTIONS_TO_WORKERS: 'true',
+});
+
 export interface StartOptions {
 	/** N8N_PORT; a free one by default. */
 	port?: number;
@@ -406,6 +416,8 @@ export class N8nInstance {
 	/** Milliseconds from spawn to /healthz/readiness 200, of the latest (re)start. */
 	bootMs = 0;
 	private child: ChildProcess | undefined;
+	/** `n8n worker` processes started by startWorker() (queue mode). */
+	private readonly workers: ChildProcess[] = [];
 	private logStream: fs.WriteStream | undefined;
 	private stopped = false;
 
@@ -488,6 +500,40 @@ export class N8nInstance {
 			await sleep(100);
 		}
 		this.bootMs = performance.now() - started;
+	}
+
+	/**
+	 * Starts an `n8n worker` on the same database, user folder and encryption key (queue mode: start
+	 * n8n with `env: queueEnv()`), and waits until its health endpoint answers. Its output goes to the
+	 * same log. stop() stops it.
+	 */
+	async startWorker(): Promise<void> {
+		this.logStream ??= fs.createWriteStream(this.logFile, { flags: 'a' });
+		const healthPort = await freePort();
+		const env = this.env({ port: await freePort(), brokerPort: await freePort() });
+		env.QUEUE_HEALTH_CHECK_ACTIVE = 'true';
+		env.QUEUE_HEALTH_CHECK_PORT = String(healthPort);
+		this.logStream.write(`\n===== n8n worker (health port ${healthPort}), ${new Date().toISOString()} =====\n`);
+		const child = spawn(this.runtime.nodeBin, [this.runtime.n8nBin, 'worker'], {
+			cwd: this.userFolder,
+			env,
+			detached: true,
+			stdio: ['ignore', 'pipe', 'pipe'],
+		});
+		track(child);
+		this.workers.push(child);
+		child.stdout!.pipe(this.logStream, { end: false });
+		child.stderr!.pipe(this.logStream, { end: false });
+		let earlyExit: number | NodeJS.Signals | null | undefined;
+		void exited(child).then((code) => (earlyExit = code));
+		const deadline = Date.now() + (this.options.readinessTimeoutMs ?? 180_000);
+		while (true) {
+			if (earlyExit !== undefined) throw new Error(`n8n worker exited (${earlyExit}) before it was ready. Log ${this.logFile}:\n${this.logTail(60)}`);
+			if (Date.now() > deadline) throw new Error(`n8n worker was not ready within the timeout. Log ${this.logFile}:\n${this.logTail(60)}`);
+			const ready = await request('GET', `http://127.0.0.1:${healthPort}/healthz/readiness`, { timeoutMs: 2000 }).catch(() => undefined);
+			if (ready?.status === 200) return;
+			await sleep(200);
+		}
 	}
 
 	logTail(lines = 80): string {
@@ -768,6 +814,10 @@ export class N8nInstance {
 	}
 
 	private async terminate(graceMs = 20_000): Promise<void> {
+		for (const worker of this.workers.splice(0)) {
+			killGroup(worker, 'SIGKILL');
+			await exited(worker);
+		}
 		const child = this.child;
 		if (!child) return;
 		if (this.running) {
