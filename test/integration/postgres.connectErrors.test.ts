@@ -3,6 +3,7 @@ import { closeAllPostgresLedgers, postgresLedger } from '../../lib/ledger/postgr
 import { testPostgresConnection } from '../../lib/n8n/postgresCredential';
 import { settingsFromUrl, uniqueTable } from '../support/db';
 import { tcpServer } from '../support/tcpServer';
+import { LOADED_MACHINE_MARGIN_MS } from '../support/timing';
 
 const base = { host: '127.0.0.1', database: 'test', user: 'postgres', password: 'hunter2-secret', ssl: 'disable' as const, schema: 'public', table: 'idem_conn', poolSize: 2 };
 
@@ -30,7 +31,7 @@ describe('PostgreSQL: a server that accepts the connection and never answers', (
 		try {
 			let started = Date.now();
 			const error = await postgresLedger({ ...base, port: server.port }).ensureSchema().catch((e) => e);
-			expect(Date.now() - started).toBeLessThan(8_000);
+			expect(Date.now() - started).toBeLessThan(5_000 + LOADED_MACHINE_MARGIN_MS);
 			expect(error).toBeInstanceOf(LedgerUnavailableError);
 			expect(error.message).toMatch(/did not answer within 5 seconds/);
 			expect(error.hint).toMatch(/Timeout \(Seconds\)/);
@@ -38,7 +39,7 @@ describe('PostgreSQL: a server that accepts the connection and never answers', (
 
 			started = Date.now();
 			const out = await testPostgresConnection({ ...base, port: server.port });
-			expect(Date.now() - started).toBeLessThan(8_000);
+			expect(Date.now() - started).toBeLessThan(5_000 + LOADED_MACHINE_MARGIN_MS);
 			expect(out).toEqual({ status: 'Error', message: expect.stringMatching(/did not answer within 5 seconds/) });
 		} finally {
 			await server.close();
@@ -50,7 +51,7 @@ describe('PostgreSQL: a server that accepts the connection and never answers', (
 		try {
 			const started = Date.now();
 			const out = await testPostgresConnection({ ...base, port: server.port, timeout: 1 });
-			expect(Date.now() - started).toBeLessThan(4_000);
+			expect(Date.now() - started).toBeLessThan(1_000 + LOADED_MACHINE_MARGIN_MS);
 			expect(out.message).toMatch(/did not answer within 1 second\b/);
 		} finally {
 			await server.close();
