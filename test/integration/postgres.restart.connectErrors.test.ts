@@ -61,7 +61,7 @@ describe('PostgreSQL restarting or shutting down under the ledger (a throwaway c
 		await admin.query('BEGIN');
 		await admin.query(`LOCK TABLE public.idem_restart IN ACCESS EXCLUSIVE MODE`);
 		const claim = postgresLedger(pg.settings)
-			.claim([{ namespace: 'restart', key, step: '', fingerprint: null }], { mode: 'seen', ttlMs: 60_000 })
+			.claim([{ namespace: 'restart', key, step: '', fingerprint: null }], { mode: 'seen', ttlMs: 60_000, holder: 'restart-test', leaseMs: 60_000 })
 			.catch((e) => e);
 		const early = await Promise.race([claim, new Promise((r) => setTimeout(() => r('pending'), 300))]);
 		if (early !== 'pending') throw new Error(`the claim did not wait on the lock: ${String(early)}`);
