@@ -1,4 +1,4 @@
-import { ReplyError } from 'redis-errors';
+import { ReplyError } from 'ioredis';
 
 import { LedgerUnavailableError } from '../../lib/ledger/errors';
 import { toUnavailable } from '../../lib/ledger/redis/errors';
