@@ -68,6 +68,15 @@ describe('PostgreSQL restarting or shutting down under the ledger (a throwaway c
 		return { claim, pid: await backendPid(admin, 'active') };
 	}
 
+	test('a user that does not exist is named, not blamed on pg_hba.conf (trust authentication, whatever the suite server uses)', async () => {
+		const out = await testPostgresConnection({ ...pg.settings, user: 'nobody_here_x' });
+		expect(out).toEqual({
+			status: 'Error',
+			message:
+				'The user "nobody_here_x" named in the ledger credential does not exist on this PostgreSQL server. Check the user name in the ledger credential (and that host and port point to the right server), or create the user (role) first.',
+		});
+	});
+
 	test('a crash restart: the statement whose server process died, and the ones PostgreSQL ended, say the database is restarting', async () => {
 		const admin = await pg.client();
 		const other = await pg.client();

@@ -158,7 +158,11 @@ export function toUnavailable(error: unknown, tables?: TableNames, limits?: Time
 	}
 	// pg: the client-side bound on one statement (query_timeout).
 	if (/Query read timeout/i.test(message)) return statementTimeout(limits, 'STATEMENT_TIMEOUT');
-	if (/^Connection terminated( unexpectedly)?$/i.test(message)) return closedByServer('CONNECTION_CLOSED');
+	// pg: the server closed the connection; or it had already (e.g. a crash restart ended the
+	// session while it was idle) and this client may no longer be used.
+	if (/^Connection terminated( unexpectedly)?$|Client has encountered a connection error and is not queryable/i.test(message)) {
+		return closedByServer('CONNECTION_CLOSED');
+	}
 	if (typeof e?.message === 'string' && /SSL|certificate|self[- ]signed/i.test(e.message)) {
 		return new LedgerUnavailableError(
 			`The secure (SSL) connection to the ledger database failed: ${e.message}`,
