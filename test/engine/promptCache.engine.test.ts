@@ -280,10 +280,11 @@ describe('Prompt Cache through the real n8n engine', () => {
 		const broken = await run({ prompts: [{ prompt: 'Rate limited' }], llm: { shape: 'error' } }, wf);
 		expect(facts(broken.items('Store')[0].json)).toMatchObject({ outcome: 'not_stored' });
 		expect(facts(broken.items('Store')[0].json).reason).toMatch(/error/);
-		const started = Date.now();
 		const retry = await run({ prompts: [{ prompt: 'Rate limited' }] }, wf);
-		expect(Date.now() - started).toBeLessThan(3000);
+		// Freed at once: the retry asks the model itself, neither after waiting out the 60 s "Wait Up
+		// To" nor by taking over a reservation that lapsed (an outcome, not a stopwatch on a busy machine).
 		expect(facts(misses(retry)[0].json)).toMatchObject({ computing: true });
+		expect(String(facts(misses(retry)[0].json).reason ?? '')).not.toMatch(/Waited|gave up/);
 		expect(facts(retry.items('Store')[0].json).outcome).toBe('stored');
 	});
 
@@ -415,13 +416,12 @@ describe('single flight never leaves two runs waiting on each other', () => {
 		await new Promise((r) => setTimeout(r, 20));
 		await reserve('mine-y', `y-${wf}`);
 		const lookup = { options: { waitTimeout: 20, waitTimeoutUnit: 'seconds' } };
-		const started = Date.now();
 		const [x, y] = await Promise.all([
 			runWorkflow(flow({ prompts: [{ prompt: 'mine-x' }, { prompt: 'mine-y' }], lookup }), { credentials, nodeTypes, workflowId: wf, executionId: `x-${wf}` }),
 			runWorkflow(flow({ prompts: [{ prompt: 'mine-y' }, { prompt: 'mine-x' }], lookup }), { credentials, nodeTypes, workflowId: wf, executionId: `y-${wf}` }),
 		]);
-		const elapsed = Date.now() - started;
-		expect(elapsed).toBeLessThan(10_000);
+		// Neither stalled: no item waited out the 20 s (what a stall would end in), whatever the machine's speed.
+		for (const item of [...misses(x), ...misses(y)]) expect(String(facts(item.json).reason ?? '')).not.toMatch(/Waited/);
 		// X holds the older reservation, so it does not wait for Y's newer one: it asks the model.
 		const xMisses = misses(x).map((i) => [i.json.prompt, facts(i.json).computing]);
 		expect(xMisses).toEqual([

@@ -68,7 +68,7 @@ describe.each([
 		await new Promise((r) => setTimeout(r, 1500));
 		const pool = newPool(1);
 		try {
-			const collation = (await pool.query(`SELECT datlocprovider, datcollate, daticulocale FROM pg_database WHERE datname = $1`, [name])).rows[0];
+			const collation = (await pool.query(`SELECT datlocprovider, datcollate, coalesce(to_jsonb(d) ->> 'daticulocale', to_jsonb(d) ->> 'datlocale') AS daticulocale FROM pg_database d WHERE datname = $1`, [name])).rows[0];
 			const stats = (await pool.query(`SELECT deadlocks::int AS n FROM pg_stat_database WHERE datname = $1`, [name])).rows[0];
 			console.log(`${label}: ${JSON.stringify(collation)}; ${results.reduce((n, r) => n + r.calls, 0)} calls, errors ${JSON.stringify(errors)}, server deadlocks ${stats.n}`);
 			if (label !== 'C') expect(collation).toMatchObject({ datlocprovider: 'i', daticulocale: 'en-US' });

@@ -219,7 +219,8 @@ describe('Redis connection errors fail closed with readable messages', () => {
 		expect(error.hint).toMatch(/host and port/);
 		expect(error.code).toBe('ECONNREFUSED');
 		expect(`${error.message} ${error.hint}`).not.toContain('hunter2');
-		expect(Date.now() - started).toBeLessThan(5_000);
+		// A hang guard only (a reconnect loop would run into the 60 s command timeout), generous for a busy machine.
+		expect(Date.now() - started).toBeLessThan(15_000);
 		// The failed client has ended (no reconnect loop in the background); the next call starts afresh.
 		expect(redisLedger({ ...base, password: 'hunter2-secret' })).not.toBe(ledger);
 	});
@@ -254,7 +255,8 @@ describe('Redis connection errors fail closed with readable messages', () => {
 			const error = await ledger.ensureSchema().catch((e) => e);
 			expect(error).toBeInstanceOf(LedgerUnavailableError);
 			expect(`${error.message} ${error.hint}`).toMatch(/TLS/);
-			expect(Date.now() - started).toBeLessThan(4_000);
+			// The 1 s connect timeout plus a margin that holds on a busy machine.
+			expect(Date.now() - started).toBeLessThan(1_000 + 5_000);
 		});
 
 		test('a wrong user or password says so', async () => {

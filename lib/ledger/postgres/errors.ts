@@ -114,13 +114,30 @@ export function toUnavailable(error: unknown, tables?: TableNames, limits?: Time
 			);
 		case '57014':
 			if (/statement timeout/i.test(message)) return statementTimeout(limits, code);
-			break;
+			return new LedgerUnavailableError(
+				'The ledger database cancelled the statement (an administrator or a tool cancelled it)',
+				'Nothing was written by the cancelled statement. Retry the execution; if it keeps happening, ask the database administrator what cancels ledger statements.',
+				code,
+			);
+		// admin_shutdown: a fast or immediate shutdown, or pg_terminate_backend, ended the session.
 		case '57P01':
+			return new LedgerUnavailableError(
+				'The ledger database ended the connection: it is shutting down or restarting (or an administrator ended the session)',
+				RESTART_HINT,
+				code,
+			);
+		// crash_shutdown: another server process crashed and PostgreSQL restarts all sessions.
 		case '57P02':
+			return new LedgerUnavailableError('The ledger database is restarting after one of its processes crashed', RESTART_HINT, code);
+		// cannot_connect_now: a new connection during shutdown, startup or crash recovery.
 		case '57P03':
 			return new LedgerUnavailableError(
-				'The ledger database is shutting down or starting up',
-				'Wait until PostgreSQL is up again, then retry the execution.',
+				/shutting down/i.test(message)
+					? 'The ledger database is shutting down and accepts no new connections'
+					: /starting up|not yet accepting|recovery/i.test(message)
+						? 'The ledger database is starting up (or recovering after a restart) and accepts no connections yet'
+						: 'The ledger database accepts no new connections right now',
+				RESTART_HINT,
 				code,
 			);
 	}
@@ -141,7 +158,11 @@ export function toUnavailable(error: unknown, tables?: TableNames, limits?: Time
 	}
 	// pg: the client-side bound on one statement (query_timeout).
 	if (/Query read timeout/i.test(message)) return statementTimeout(limits, 'STATEMENT_TIMEOUT');
-	if (/^Connection terminated( unexpectedly)?$/i.test(message)) return closedByServer('CONNECTION_CLOSED');
+	// pg: the server closed the connection; or it had already (e.g. a crash restart ended the
+	// session while it was idle) and this client may no longer be used.
+	if (/^Connection terminated( unexpectedly)?$|Client has encountered a connection error and is not queryable/i.test(message)) {
+		return closedByServer('CONNECTION_CLOSED');
+	}
 	if (typeof e?.message === 'string' && /SSL|certificate|self[- ]signed/i.test(e.message)) {
 		return new LedgerUnavailableError(
 			`The secure (SSL) connection to the ledger database failed: ${e.message}`,
@@ -152,10 +173,14 @@ export function toUnavailable(error: unknown, tables?: TableNames, limits?: Time
 	return error instanceof Error ? error : new Error(String(error));
 }
 
+/** Said whenever PostgreSQL is going down or coming up: the problem is the server, not the network. */
+const RESTART_HINT =
+	'Retry the execution once PostgreSQL is up again (a restart usually takes seconds). If it keeps happening, check the PostgreSQL server and its log.';
+
 function closedByServer(code: string) {
 	return new LedgerUnavailableError(
-		'The ledger database closed the connection',
-		'PostgreSQL may be restarting or shutting down (or a proxy in between closed the connection). Wait until it is up again, then retry the execution.',
+		'The ledger database closed the connection unexpectedly',
+		`PostgreSQL may be restarting or shutting down (or a proxy in between closed the connection). ${RESTART_HINT}`,
 		code,
 	);
 }

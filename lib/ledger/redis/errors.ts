@@ -102,9 +102,21 @@ const RULES: Array<[RegExp, string, string, string]> = [
 	],
 	[
 		/^READONLY/i,
-		'The ledger Redis is a read-only replica',
-		'Point the credential at the primary (master) Redis.',
+		'The ledger Redis is a read-only replica (after a failover the old primary may have become one)',
+		'Point the ledger credential at the current primary (master) Redis, for example the one Sentinel or your provider names as primary, then retry the execution.',
 		'READONLY',
+	],
+	[
+		/^MASTERDOWN/i,
+		'The ledger Redis is a replica that has lost its link to the primary (during a failover, or while the primary is down)',
+		'Point the ledger credential at the current primary (master) Redis, or wait until the failover is over, then retry the execution.',
+		'MASTERDOWN',
+	],
+	[
+		/^LOADING/i,
+		'The ledger Redis is loading its data into memory (it has just started or restarted)',
+		'Retry the execution in a moment, once Redis has finished loading. If it keeps happening, check the Redis server and its log.',
+		'LOADING',
 	],
 	[
 		/^OOM/i,
