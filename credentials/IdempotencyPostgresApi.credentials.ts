@@ -78,7 +78,16 @@ export class IdempotencyPostgresApi implements ICredentialType {
 			typeOptions: { minValue: 1, maxValue: 600 },
 			default: 5,
 			description:
-				'How long to wait for PostgreSQL to accept and answer a new connection before the node fails closed. One statement may take up to 60 seconds, whatever this says.',
+				'How long to wait for PostgreSQL to accept and answer a new connection before the node stops with a timeout error (nothing is let through).',
+		},
+		{
+			displayName: 'Command Timeout (Seconds)',
+			name: 'commandTimeout',
+			type: 'number',
+			typeOptions: { minValue: 1, maxValue: 600 },
+			default: 10,
+			description:
+				'How long one statement to PostgreSQL may take before the node stops with a timeout error. A claim of 10,000 keys takes well under a second; raise it only if Stats or Purge on a very large ledger need longer.',
 		},
 	];
 }

@@ -3,7 +3,7 @@ import { createRedisClient, databaseOutOfRange, parseClusterNodes, type RedisSet
 import { toUnavailable } from '../ledger/redis/errors';
 import { closeClient } from '../ledger/redis/RedisLedger';
 import { assertPrefix } from '../ledger/redis/keys';
-import { timeoutFrom } from './postgresCredential';
+import { commandTimeoutFrom, timeoutFrom } from './postgresCredential';
 
 export const REDIS_CREDENTIAL = 'idempotencyRedisApi';
 
@@ -33,6 +33,7 @@ export function redisSettingsFrom(data: Record<string, unknown>): RedisSettings 
 	const user = String(data.user ?? '').trim();
 	const password = String(data.password ?? '');
 	const connectTimeoutMs = timeoutFrom(data.timeout);
+	const commandTimeoutMs = commandTimeoutFrom(data.commandTimeout);
 	return {
 		host,
 		port,
@@ -45,6 +46,7 @@ export function redisSettingsFrom(data: Record<string, unknown>): RedisSettings 
 		cluster,
 		clusterNodes: cluster && clusterNodes ? clusterNodes : undefined,
 		...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
+		...(commandTimeoutMs === undefined ? {} : { commandTimeoutMs }),
 	};
 }
 

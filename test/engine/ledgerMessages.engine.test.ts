@@ -20,7 +20,7 @@ const run = (items: unknown[], credentials: object, extra: Partial<INode> = {}) 
 			nodes: [
 				{ id: '1', name: 'Start', type: 'test.manualTrigger', typeVersion: 1, position: [0, 0], parameters: {} },
 				{ id: '2', name: 'Events', type: 'test.items', typeVersion: 1, position: [200, 0], parameters: { items: JSON.stringify(items) } },
-				{ id: '3', name: 'Gate', type: GATE_TYPE, typeVersion: 1, position: [400, 0], parameters: { scope: 'shared', namespace: `msg-${Math.random()}`, mode: 'seen' }, ...extra },
+				{ id: '3', name: 'Gate', type: GATE_TYPE, typeVersion: 1, position: [400, 0], parameters: { options: { namespace: `msg-${Math.random()}` }, mode: 'seen' }, ...extra },
 			] as INode[],
 			connections: {
 				Start: { main: [[{ node: 'Events', type: 'main' as const, index: 0 }]] },
@@ -68,7 +68,7 @@ describe('a ledger server that accepts the connection and never answers: the nod
 						? { idempotencyPostgresApi: { ...settingsFromUrl(uniqueTable('msg')), host: '127.0.0.1', port: server.port, timeout: 1 } }
 						: { idempotencyRedisApi: { host: '127.0.0.1', port: server.port, timeout: 1 } };
 				const started = Date.now();
-				const result = await run([{ id: 'a' }], credentials, backend === 'Redis' ? { parameters: { backend: 'redis', scope: 'shared', namespace: 'msg-redis', mode: 'seen' } } : {});
+				const result = await run([{ id: 'a' }], credentials, backend === 'Redis' ? { parameters: { backend: 'redis', options: { namespace: 'msg-redis' }, mode: 'seen' } } : {});
 				const ms = Date.now() - started;
 				const error = result.nodeError('Gate');
 				console.log(`${backend} silent server, Timeout (Seconds) 1: node failed after ${ms} ms: ${error?.message} | ${error?.description}`);

@@ -21,6 +21,8 @@ export interface PostgresSettings {
 	poolSize: number;
 	/** Milliseconds to wait for a connection before failing closed. */
 	connectTimeoutMs?: number;
+	/** Milliseconds one statement may take before it fails as a timeout. */
+	commandTimeoutMs?: number;
 }
 
 /**
@@ -31,13 +33,14 @@ export interface PostgresSettings {
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 
 /**
- * One statement is bounded separately and much more loosely: a legitimate claim of 10,000 keys
- * takes up to about half a second on a slow machine, and a migration may wait for another
- * process's lock, so this only catches a server that stopped answering. The bound is the
- * client's (query_timeout), not a `statement_timeout` startup parameter: PgBouncer in
- * transaction mode refuses connections that send one, and the ledger must work behind it.
+ * One statement is bounded separately, by default at 10 seconds: a claim of 10,000 keys takes
+ * well under a second even on a slow machine (statements are chunked), so this catches a server
+ * that stopped answering mid-session without cutting real work short. The credential's Command
+ * Timeout (Seconds) changes it (a very large ledger's Stats may need more). The bound is the
+ * client's (query_timeout), not a `statement_timeout` startup parameter: PgBouncer in transaction
+ * mode refuses connections that send one, and the ledger must work behind it.
  */
-export const STATEMENT_TIMEOUT_MS = 60_000;
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 
 export function poolConfig(s: PostgresSettings): PoolConfig {
 	const ssl =
@@ -56,7 +59,7 @@ export function poolConfig(s: PostgresSettings): PoolConfig {
 		max: s.poolSize,
 		idleTimeoutMillis: 30_000,
 		connectionTimeoutMillis: s.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-		query_timeout: STATEMENT_TIMEOUT_MS,
+		query_timeout: s.commandTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
 		application_name: 'n8n-nodes-idempotency',
 	};
 }

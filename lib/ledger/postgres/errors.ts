@@ -188,7 +188,7 @@ function closedByServer(code: string) {
 function statementTimeout(limits: Timeouts | undefined, code: string) {
 	return new LedgerUnavailableError(
 		`The ledger database did not answer a statement ${withinSeconds(limits?.statementMs)} (the statement timeout)`,
-		'Check that PostgreSQL is not overloaded, and for locks held by other sessions (pg_stat_activity); then retry the execution.',
+		'Check that PostgreSQL is not overloaded, and for locks held by other sessions (pg_stat_activity); then retry the execution. To wait longer, raise Command Timeout (Seconds) in the ledger credential.',
 		code,
 	);
 }

@@ -109,11 +109,15 @@ export class RedisLedger implements Ledger {
 	private ready: Promise<void> | null = null;
 	private trips = 0;
 	private lastConnectionError: unknown = null;
+	/** The client's command timeout, for the message when a command runs out of it. */
+	private readonly commandTimeoutMs: number | undefined;
 
 	constructor(options: RedisLedgerOptions) {
 		// Redis and Cluster share the command API; one type keeps the calls simple.
 		this.client = options.client as Redis;
 		this.isCluster = (options.client as Cluster).isCluster === true;
+		const clientOptions = (options.client as { options?: { commandTimeout?: number; redisOptions?: { commandTimeout?: number } } }).options;
+		this.commandTimeoutMs = clientOptions?.commandTimeout ?? clientOptions?.redisOptions?.commandTimeout;
 		this.prefix = assertPrefix(options.prefix ?? 'idem');
 		this.registry = registryKey(this.prefix);
 		this.chunkSize = Math.min(MAX_CHUNK, Math.max(1, Math.floor(options.chunkSize ?? DEFAULT_CHUNK)));
@@ -141,7 +145,7 @@ export class RedisLedger implements Ledger {
 		try {
 			return await command();
 		} catch (error) {
-			throw toUnavailable(error, this.lastConnectionError);
+			throw toUnavailable(error, this.lastConnectionError, this.commandTimeoutMs);
 		}
 	}
 
@@ -151,7 +155,7 @@ export class RedisLedger implements Ledger {
 		build(p);
 		const replies = (await this.send(() => p.exec())) ?? [];
 		return replies.map(([error, value]) => {
-			if (error) throw toUnavailable(error, this.lastConnectionError);
+			if (error) throw toUnavailable(error, this.lastConnectionError, this.commandTimeoutMs);
 			return value;
 		});
 	}

@@ -23,6 +23,8 @@ export interface RedisSettings {
 	clusterNodes?: string;
 	/** Milliseconds to wait for a connection before failing closed. */
 	connectTimeoutMs?: number;
+	/** Milliseconds one command may take before it fails as a timeout. */
+	commandTimeoutMs?: number;
 }
 
 /**
@@ -33,11 +35,12 @@ export interface RedisSettings {
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 
 /**
- * One command (one script call of up to 1,000 keys) is bounded much more loosely, so that big
- * batches on a slow machine are never cut short: this only catches a server that stopped
- * answering. Timed-out commands are not retried, so the bound is not multiplied.
+ * One command (one script call of up to 1,000 keys, a few milliseconds) is bounded by default at
+ * 10 seconds: this catches a server that stopped answering without cutting real work short. The
+ * credential's Command Timeout (Seconds) changes it. Timed-out commands are not retried, so the
+ * bound is not multiplied.
  */
-export const COMMAND_TIMEOUT_MS = 60_000;
+export const DEFAULT_COMMAND_TIMEOUT_MS = 10_000;
 
 /** A connection that opened but whose handshake did not finish in time. */
 export const handshakeTimeout = (ms: number) =>
@@ -91,7 +94,7 @@ export function redisOptions(s: RedisSettings): RedisOptions {
 		tls,
 		lazyConnect: true,
 		connectTimeout: s.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-		commandTimeout: COMMAND_TIMEOUT_MS,
+		commandTimeout: s.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
 		// A server that never answers never closes its side either: do not wait 2 s for it.
 		disconnectTimeout: 500,
 		maxRetriesPerRequest: 1,

@@ -1,9 +1,6 @@
 import { withinSeconds } from '../duration';
 import { LedgerError, LedgerUnavailableError } from '../errors';
 
-/** See connect.ts (not imported from there: connect.ts imports this file's callers). */
-const COMMAND_TIMEOUT_MS = 60_000;
-
 const unavailable = (message: string, hint: string, code: string) => new LedgerUnavailableError(message, hint, code);
 
 /**
@@ -11,11 +8,11 @@ const unavailable = (message: string, hint: string, code: string) => new LedgerU
  * password. `lastConnectionError` is the last error the client emitted: when a command fails
  * only with "max retries" or "connection closed", it holds the real reason (refused, unknown host).
  */
-export function toUnavailable(error: unknown, lastConnectionError?: unknown): Error {
+export function toUnavailable(error: unknown, lastConnectionError?: unknown, commandTimeoutMs?: number): Error {
 	if (error instanceof LedgerError) return error;
 	const e = (error ?? {}) as { code?: string; message?: string; name?: string; lastNodeError?: unknown; timeoutMs?: number };
 	const message = typeof e.message === 'string' ? e.message : String(error);
-	if (e.name === 'ClusterAllFailedError' && e.lastNodeError) return toUnavailable(e.lastNodeError, lastConnectionError);
+	if (e.name === 'ClusterAllFailedError' && e.lastNodeError) return toUnavailable(e.lastNodeError, lastConnectionError, commandTimeoutMs);
 	const lostConnection =
 		e.name === 'MaxRetriesPerRequestError' || /Connection is closed|Stream isn't writeable|connect ETIMEDOUT/i.test(message);
 	if (lostConnection && lastConnectionError && lastConnectionError !== error) {
@@ -56,6 +53,13 @@ export function toUnavailable(error: unknown, lastConnectionError?: unknown): Er
 				'Check the network path and firewall between n8n and Redis, that the port is right, and the TLS setting.',
 				e.code,
 			);
+	}
+	if (/Command timed out/i.test(message)) {
+		return unavailable(
+			`The ledger Redis did not answer a command ${withinSeconds(commandTimeoutMs)} (the command timeout)`,
+			'Check that Redis is not overloaded or blocked, and the network between n8n and Redis. To wait longer, raise Command Timeout (Seconds) in the ledger credential.',
+			'TIMEOUT',
+		);
 	}
 	const rule = RULES.find(([pattern]) => pattern.test(message));
 	if (rule) return unavailable(rule[3] === 'TLS' ? `${rule[1]}: ${message}` : rule[1], rule[2], rule[3]);
@@ -135,12 +139,6 @@ const RULES: Array<[RegExp, string, string, string]> = [
 		'The server at the ledger host and port does not speak the Redis protocol',
 		'Check the port (Redis usually listens on 6379) and the TLS setting: a TLS-only Redis needs TLS turned on.',
 		'PROTOCOL',
-	],
-	[
-		/Command timed out/i,
-		`The ledger Redis did not answer a command within ${COMMAND_TIMEOUT_MS / 1000} seconds (the command timeout)`,
-		'Check that Redis is not overloaded or blocked, and the network between n8n and Redis.',
-		'TIMEOUT',
 	],
 	[
 		/certificate|self[- ]signed|SSL|TLS|wrong version number/i,
