@@ -13,6 +13,7 @@ import * as http from 'http';
 import type { AddressInfo } from 'net';
 
 import { nodeOutput, queueEnv, startN8n, type N8nExecution, type N8nInstance, type WorkflowJson } from './support/n8n';
+import { node, webhook } from './support/guardedWorkflows';
 import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
 
 const PKG = 'n8n-nodes-idempotency';
@@ -42,33 +43,23 @@ async function countingServer(failFirst: Set<string>) {
 	};
 }
 
-const node = (name: string, type: string, typeVersion: number, x: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-	id: randomUUID(),
-	name,
-	type,
-	typeVersion,
-	position: [x, 0],
-	parameters,
-	...extra,
-});
-
 /** Webhook (answers at once) → Dedupe Gate (defaults, key from the body) → New → Call API. */
 function flow(credentialId: string, path: string, url: string): WorkflowJson {
 	return {
 		name: 'e2e queue mode: the gate with its defaults',
 		nodes: [
-			node('Webhook', 'n8n-nodes-base.webhook', 2, 0, { httpMethod: 'POST', path, responseMode: 'onReceived', options: {} }, { webhookId: randomUUID() }),
-			node('Dedupe Gate', `${PKG}.dedupeGate`, 1, 220, { keyExpression: '={{ $json.body.id }}' }, {
+			webhook(path, 'onReceived'),
+			node('Dedupe Gate', `${PKG}.dedupeGate`, { keyExpression: '={{ $json.body.id }}' }, {
 				credentials: { idempotencyPostgresApi: { id: credentialId, name: 'Idempotency Ledger' } },
 			}),
-			node('Call API', 'n8n-nodes-base.httpRequest', 4.2, 440, {
+			node('Call API', 'n8n-nodes-base.httpRequest', {
 				method: 'POST',
 				url,
 				sendBody: true,
 				specifyBody: 'json',
 				jsonBody: '={{ JSON.stringify({ id: $json.body.id }) }}',
 				options: {},
-			}),
+			}, { typeVersion: 4.2 }),
 		],
 		connections: {
 			Webhook: { main: [[{ node: 'Dedupe Gate', type: 'main', index: 0 }]] },
