@@ -109,7 +109,9 @@ function keyReader(ctx: IExecuteFunctions): { read: KeyReader; kind: GateConfig[
 	if (source === 'expression') {
 		const expression = parameterSource(ctx, 'keyExpression');
 		const plain = plainPath(ctx.getNodeParameter('keyExpression', 0, '', { rawExpressions: true }));
-		const what = plain ? `key (${plain.node === null ? '' : `node "${plain.node}", `}field "${formatPath(plain.path)}")` : 'key';
+		// The default {{ $json.id }} names its field as Field Name does; anything else is "the key",
+		// the same words whichever way n8n's expression is read (batched, paired, per item).
+		const what = plain && plain.node === null ? `key (field "${formatPath(plain.path)}")` : 'key';
 		return {
 			kind: expression.kind,
 			read: (i, item) => assertKey(toKeyText(expression.read(i, item), what, HASH_HINT), what),
