@@ -20,6 +20,10 @@ describe('PostgreSQL claims under a multi-process race', () => {
 
 	for (const mode of ['lease', 'seen'] as const) {
 		test(`${PROCESSES} processes x ${KEYS} keys x ${ROUNDS} rounds, mode ${mode}: each key won exactly once`, async () => {
+			// How many processes won something, per round. One script call or statement claims a whole
+			// chunk of keys at once, so a round where one process got in first and won everything is a
+			// legitimate outcome of the scheduler; across the rounds, the race must have been real.
+			const winnersPerRound: number[] = [];
 			for (let round = 0; round < ROUNDS; round++) {
 				const namespace = `race-${mode}-${round}-${Date.now()}`;
 				// Every process is loaded and connected before the shared start instant is sent.
@@ -35,11 +39,11 @@ describe('PostgreSQL claims under a multi-process race', () => {
 				expect(wins.size).toBe(KEYS);
 				expect([...wins.values()].every((n) => n === 1)).toBe(true);
 				console.log(`${mode} round ${round}: wins per process ${results.map((r) => r.won.length).join(", ")}`);
-				// The race was real: more than one process won something.
-				expect(results.filter((r) => r.won.length > 0).length).toBeGreaterThan(1);
+				winnersPerRound.push(results.filter((r) => r.won.length > 0).length);
 				const { rows } = await fx.pool.query(`SELECT count(*)::int AS n FROM "${fx.table}" WHERE namespace = $1`, [namespace]);
 				expect(rows[0].n).toBe(KEYS);
 			}
+			expect(Math.max(...winnersPerRound)).toBeGreaterThan(1);
 		}, 120_000);
 	}
 });

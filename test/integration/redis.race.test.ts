@@ -23,6 +23,10 @@ describeIfRedis('Redis multi-process race')('Redis claims under a multi-process 
 
 	for (const mode of ['lease', 'seen'] as const) {
 		test(`${PROCESSES} processes x ${KEYS} keys x ${ROUNDS} rounds, mode ${mode}: each key won exactly once`, async () => {
+			// How many processes won something, per round. One script call or statement claims a whole
+			// chunk of keys at once, so a round where one process got in first and won everything is a
+			// legitimate outcome of the scheduler; across the rounds, the race must have been real.
+			const winnersPerRound: number[] = [];
 			for (let round = 0; round < ROUNDS; round++) {
 				const namespace = `race-${mode}-${round}-${Date.now()}`;
 				const results = await race(
@@ -36,13 +40,13 @@ describeIfRedis('Redis multi-process race')('Redis claims under a multi-process 
 				expect(wins.size).toBe(KEYS);
 				expect([...wins.values()].every((n) => n === 1)).toBe(true);
 				console.log(`redis ${mode} round ${round}: wins per process ${results.map((r) => r.won.length).join(', ')}`);
-				// The race was real: more than one process won something.
-				expect(results.filter((r) => r.won.length > 0).length).toBeGreaterThan(1);
+				winnersPerRound.push(results.filter((r) => r.won.length > 0).length);
 				expect(await fx.client.zcard(namespaceKeys(fx.prefix, namespace).fixed[0])).toBe(KEYS);
 				const stats = await fx.ledger.stats(namespace);
 				expect(stats.byStatus[mode === 'lease' ? 'in_progress' : 'completed']).toBe(KEYS);
 				expect(stats.duplicatesBlocked).toBe(KEYS * (PROCESSES - 1));
 			}
+			expect(Math.max(...winnersPerRound)).toBeGreaterThan(1);
 		}, 180_000);
 	}
 });
