@@ -5,10 +5,8 @@ import { assertNamespace } from '../ledger/validate';
 import { parameterSource } from './keySource';
 import { testNamespace, testRunPolicy } from './testRuns';
 
-const unitOptions = Object.keys(DURATION_UNITS).map((unit) => ({
-	name: unit[0].toUpperCase() + unit.slice(1),
-	value: unit,
-}));
+const unitName = (unit: string) => unit[0].toUpperCase() + unit.slice(1);
+const unitOptions = Object.keys(DURATION_UNITS).map((unit) => ({ name: unitName(unit), value: unit }));
 
 /** Namespace selector: this workflow, or a shared scope several workflows dedupe in together. */
 export const scopeProperties: INodeProperties[] = [
@@ -35,27 +33,6 @@ export const scopeProperties: INodeProperties[] = [
 	},
 ];
 
-/** "Keep for 30 days" style retention; rows then count as absent and are purged in bounded batches. */
-export const durationProperties = (name: string, displayName: string, amount: number, unit: DurationUnit, description: string, show?: Record<string, string[]>): INodeProperties[] => [
-	{
-		displayName,
-		name,
-		type: 'number',
-		typeOptions: { minValue: 0 },
-		default: amount,
-		description,
-		...(show ? { displayOptions: { show } } : {}),
-	},
-	{
-		displayName: `${displayName} Unit`,
-		name: `${name}Unit`,
-		type: 'options',
-		options: unitOptions,
-		default: unit,
-		...(show ? { displayOptions: { show } } : {}),
-	},
-];
-
 /** A duration a node keeps under Options: one spec serves the panel and the reader. */
 export interface DurationSpec {
 	name: string;
@@ -66,8 +43,6 @@ export interface DurationSpec {
 	/** How messages name it, e.g. 'retention ("Keep Keys For")'. */
 	what: string;
 }
-
-const unitName = (unit: DurationUnit) => unit[0].toUpperCase() + unit.slice(1);
 
 /**
  * A duration under Options: the amount, and its unit as a second option that may be left out
@@ -116,12 +91,6 @@ export const sharedNamespaceOption: INodeProperties = {
 	placeholder: 'e.g. stripe-events',
 	description: 'Compare keys with every workflow that uses this same name. Leave it out to compare only with the keys this workflow has seen.',
 };
-
-export function readDuration(ctx: IExecuteFunctions, name: string, what: string): number {
-	const amount = ctx.getNodeParameter(name, 0) as number;
-	const unit = ctx.getNodeParameter(`${name}Unit`, 0) as DurationUnit;
-	return toMilliseconds(amount, unit, what);
-}
 
 /**
  * Namespace per item: constant in the usual case, read per item only when it holds an expression.
