@@ -1,5 +1,7 @@
 import type { ICredentialType, INodeProperties } from 'n8n-workflow';
 
+import { timeoutProperties } from '../lib/n8n/credentialTimeouts';
+
 export class IdempotencyPostgresApi implements ICredentialType {
 	name = 'idempotencyPostgresApi';
 
@@ -71,23 +73,6 @@ export class IdempotencyPostgresApi implements ICredentialType {
 			default: 10,
 			description: 'Most connections this n8n process opens to the ledger, shared by all executions',
 		},
-		{
-			displayName: 'Timeout (Seconds)',
-			name: 'timeout',
-			type: 'number',
-			typeOptions: { minValue: 1, maxValue: 600 },
-			default: 5,
-			description:
-				'How long to wait for PostgreSQL to accept and answer a new connection before the node stops with a timeout error (nothing is let through).',
-		},
-		{
-			displayName: 'Command Timeout (Seconds)',
-			name: 'commandTimeout',
-			type: 'number',
-			typeOptions: { minValue: 1, maxValue: 600 },
-			default: 10,
-			description:
-				'How long one statement to PostgreSQL may take before the node stops with a timeout error. A claim of 10,000 keys takes well under a second; raise it only if Stats or Purge on a very large ledger need longer.',
-		},
+		...timeoutProperties('PostgreSQL', 'statement'),
 	];
 }

@@ -1,5 +1,7 @@
 import type { ICredentialType, INodeProperties } from 'n8n-workflow';
 
+import { timeoutProperties } from '../lib/n8n/credentialTimeouts';
+
 export class IdempotencyRedisApi implements ICredentialType {
 	name = 'idempotencyRedisApi';
 
@@ -57,24 +59,7 @@ export class IdempotencyRedisApi implements ICredentialType {
 			description:
 				'Start of every key the ledger writes. Letters, digits, dots, dashes and underscores. Use different prefixes to keep ledgers apart on one Redis.',
 		},
-		{
-			displayName: 'Timeout (Seconds)',
-			name: 'timeout',
-			type: 'number',
-			typeOptions: { minValue: 1, maxValue: 600 },
-			default: 5,
-			description:
-				'How long to wait for Redis to accept and answer a new connection before the node stops with a timeout error (nothing is let through).',
-		},
-		{
-			displayName: 'Command Timeout (Seconds)',
-			name: 'commandTimeout',
-			type: 'number',
-			typeOptions: { minValue: 1, maxValue: 600 },
-			default: 10,
-			description:
-				'How long one command to Redis may take before the node stops with a timeout error. A claim of 10,000 keys takes well under a second; raise it only if Stats or Purge on a very large ledger need longer.',
-		},
+		...timeoutProperties('Redis', 'command'),
 		{
 			displayName: 'Cluster Mode',
 			name: 'cluster',

@@ -33,3 +33,13 @@ export function withinSeconds(ms: number | undefined): string {
 	const n = Math.round(ms / 100) / 10;
 	return `within ${n} second${n === 1 ? '' : 's'}`;
 }
+
+/**
+ * Default time limits of both backends. Connecting (TCP and the handshake) gets a few seconds: a
+ * server that accepts the connection and never answers must fail the node quickly. One statement
+ * or command gets 10 seconds: a claim of 10,000 keys takes well under a second (calls are
+ * chunked), so this catches a server that stopped answering mid-session without cutting real
+ * work short. The credential's Timeout (Seconds) and Command Timeout (Seconds) change them.
+ */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+export const DEFAULT_COMMAND_TIMEOUT_MS = 10_000;

@@ -5,6 +5,7 @@ import { PostgresLedger } from '../ledger/postgres/PostgresLedger';
 import { poolConfig, type PostgresSettings, type SslMode } from '../ledger/postgres/connect';
 import { toUnavailable } from '../ledger/postgres/errors';
 import { assertIdentifier } from '../ledger/validate';
+import { timeoutsFrom } from './credentialTimeouts';
 
 export const POSTGRES_CREDENTIAL = 'idempotencyPostgresApi';
 
@@ -22,8 +23,6 @@ export function postgresSettingsFrom(data: Record<string, unknown>): PostgresSet
 	if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 100) {
 		throw new LedgerInputError(`The pool size ${JSON.stringify(data.poolSize)} must be a whole number from 1 to 100`);
 	}
-	const connectTimeoutMs = timeoutFrom(data.timeout);
-	const commandTimeoutMs = commandTimeoutFrom(data.commandTimeout);
 	const ssl = (data.ssl ?? 'disable') as SslMode;
 	if (!SSL_MODES.includes(ssl)) throw new LedgerInputError(`Unknown SSL mode "${String(ssl)}"`);
 	return {
@@ -38,34 +37,8 @@ export function postgresSettingsFrom(data: Record<string, unknown>): PostgresSet
 		schema: assertIdentifier(String(data.schema ?? 'public'), 'schema name'),
 		table: assertIdentifier(String(data.table ?? 'idempotency_ledger'), 'table name'),
 		poolSize,
-		...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
-		...(commandTimeoutMs === undefined ? {} : { commandTimeoutMs }),
+		...timeoutsFrom(data),
 	};
-}
-
-/**
- * The credential's optional Timeout (Seconds), in milliseconds: how long connecting may take.
- * Undefined (the default, 5 s) when empty.
- */
-export function timeoutFrom(value: unknown): number | undefined {
-	return secondsFrom(value, 'Timeout (Seconds)', 'Leave it at 5 unless the ledger is far away or slow to accept connections.');
-}
-
-/**
- * The credential's optional Command Timeout (Seconds), in milliseconds: how long one statement or
- * command may take. Undefined (the default, 10 s) when empty.
- */
-export function commandTimeoutFrom(value: unknown): number | undefined {
-	return secondsFrom(value, 'Command Timeout (Seconds)', 'Leave it at 10 unless Stats or Purge on a very large ledger need longer.');
-}
-
-function secondsFrom(value: unknown, field: string, hint: string): number | undefined {
-	if (value === undefined || value === null || value === '') return undefined;
-	const secondsValue = Number(value);
-	if (!Number.isFinite(secondsValue) || secondsValue < 1 || secondsValue > 600) {
-		throw new LedgerInputError(`The ledger credential's ${field} ${JSON.stringify(value)} must be a number from 1 to 600`, hint);
-	}
-	return Math.round(secondsValue * 1000);
 }
 
 /**

@@ -3,7 +3,7 @@ import { createRedisClient, databaseOutOfRange, parseClusterNodes, type RedisSet
 import { toUnavailable } from '../ledger/redis/errors';
 import { closeClient } from '../ledger/redis/RedisLedger';
 import { assertPrefix } from '../ledger/redis/keys';
-import { commandTimeoutFrom, timeoutFrom } from './postgresCredential';
+import { timeoutsFrom } from './credentialTimeouts';
 
 export const REDIS_CREDENTIAL = 'idempotencyRedisApi';
 
@@ -32,8 +32,6 @@ export function redisSettingsFrom(data: Record<string, unknown>): RedisSettings 
 	}
 	const user = String(data.user ?? '').trim();
 	const password = String(data.password ?? '');
-	const connectTimeoutMs = timeoutFrom(data.timeout);
-	const commandTimeoutMs = commandTimeoutFrom(data.commandTimeout);
 	return {
 		host,
 		port,
@@ -45,8 +43,7 @@ export function redisSettingsFrom(data: Record<string, unknown>): RedisSettings 
 		prefix: assertPrefix(String(data.prefix ?? 'idem').trim() || 'idem'),
 		cluster,
 		clusterNodes: cluster && clusterNodes ? clusterNodes : undefined,
-		...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
-		...(commandTimeoutMs === undefined ? {} : { commandTimeoutMs }),
+		...timeoutsFrom(data),
 	};
 }
 

@@ -1,6 +1,7 @@
 import { createHash } from 'crypto';
 import { Pool, type PoolConfig } from 'pg';
 
+import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from '../duration';
 import { PostgresLedger } from './PostgresLedger';
 
 export type SslMode = 'disable' | 'require' | 'verify-full';
@@ -25,23 +26,6 @@ export interface PostgresSettings {
 	commandTimeoutMs?: number;
 }
 
-/**
- * Connecting (TCP and the PostgreSQL handshake) is bounded by a few seconds: a server that
- * accepts the connection and never answers must fail the node quickly, not hang the run. The
- * credential's Timeout (Seconds) changes it.
- */
-export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
-
-/**
- * One statement is bounded separately, by default at 10 seconds: a claim of 10,000 keys takes
- * well under a second even on a slow machine (statements are chunked), so this catches a server
- * that stopped answering mid-session without cutting real work short. The credential's Command
- * Timeout (Seconds) changes it (a very large ledger's Stats may need more). The bound is the
- * client's (query_timeout), not a `statement_timeout` startup parameter: PgBouncer in transaction
- * mode refuses connections that send one, and the ledger must work behind it.
- */
-export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
-
 export function poolConfig(s: PostgresSettings): PoolConfig {
 	const ssl =
 		s.ssl === 'disable'
@@ -59,7 +43,9 @@ export function poolConfig(s: PostgresSettings): PoolConfig {
 		max: s.poolSize,
 		idleTimeoutMillis: 30_000,
 		connectionTimeoutMillis: s.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-		query_timeout: s.commandTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+		// The statement bound is the client's (query_timeout), not a `statement_timeout` startup
+		// parameter: PgBouncer in transaction mode refuses connections that send one.
+		query_timeout: s.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
 		application_name: 'n8n-nodes-idempotency',
 	};
 }

@@ -3,7 +3,7 @@ import { isIP } from 'net';
 import type { ConnectionOptions } from 'tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 
-import { withinSeconds } from '../duration';
+import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, withinSeconds } from '../duration';
 import { LedgerInputError, LedgerUnavailableError } from '../errors';
 import { RedisLedger } from './RedisLedger';
 
@@ -26,21 +26,6 @@ export interface RedisSettings {
 	/** Milliseconds one command may take before it fails as a timeout. */
 	commandTimeoutMs?: number;
 }
-
-/**
- * Connecting (TCP, then the handshake: AUTH, SELECT, the ready check) is bounded by a few seconds,
- * each: a server that accepts the connection and never answers must fail the node quickly. The
- * credential's Timeout (Seconds) changes it.
- */
-export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
-
-/**
- * One command (one script call of up to 1,000 keys, a few milliseconds) is bounded by default at
- * 10 seconds: this catches a server that stopped answering without cutting real work short. The
- * credential's Command Timeout (Seconds) changes it. Timed-out commands are not retried, so the
- * bound is not multiplied.
- */
-export const DEFAULT_COMMAND_TIMEOUT_MS = 10_000;
 
 /** A connection that opened but whose handshake did not finish in time. */
 export const handshakeTimeout = (ms: number) =>
@@ -94,6 +79,7 @@ export function redisOptions(s: RedisSettings): RedisOptions {
 		tls,
 		lazyConnect: true,
 		connectTimeout: s.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+		// Timed-out commands are not retried, so the bound is not multiplied.
 		commandTimeout: s.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
 		// A server that never answers never closes its side either: do not wait 2 s for it.
 		disconnectTimeout: 500,
