@@ -9,7 +9,7 @@ export class IdempotencyRedisApi implements ICredentialType {
 
 	icon = 'file:idempotencyRedis.svg' as const;
 
-	documentationUrl = 'https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency#credentials';
+	documentationUrl = 'https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency/blob/main/docs/credentials.md';
 
 	properties: INodeProperties[] = [
 		{ displayName: 'Host', name: 'host', type: 'string', default: 'localhost', required: true },

@@ -3,6 +3,8 @@ import { join } from 'path';
 
 import { NodeHelpers, type INodeParameters, type INodeType } from 'n8n-workflow';
 
+import { IdempotencyPostgresApi } from '../../credentials/IdempotencyPostgresApi.credentials';
+import { IdempotencyRedisApi } from '../../credentials/IdempotencyRedisApi.credentials';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
 import { IN_PROGRESS_REASONS, NEEDS_REVIEW_REASONS, REASONS, SKIPPED_REASONS } from '../../nodes/GuardedSend/reasons';
@@ -91,6 +93,13 @@ describe('node search and docs links', () => {
 		expect(urls).toEqual([`https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency/blob/main/docs/nodes/${page}.md`]);
 		for (const url of urls) expect(url).not.toContain('#');
 	});
+
+	test.each([new IdempotencyPostgresApi(), new IdempotencyRedisApi()].map((c) => [c.name, c.documentationUrl]))(
+		'%s: the credential docs link opens the credentials page, with no #anchor',
+		(_name, url) => {
+			expect(url).toBe('https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency/blob/main/docs/credentials.md');
+		},
+	);
 
 	// n8n's node creator leaves out of its main search every node in the "AI" category whose AI
 	// subcategories lack "Root Nodes" (filterOutAiNodes in the editor's useViewStacks.ts).
