@@ -30,6 +30,19 @@ import { namespaceReader, sharedNamespaceOption } from './scope';
 import { testNamespace } from './testRuns';
 
 export const GATE_TYPE_SUFFIX = '.dedupeGate';
+/** The nodes that take a gate's unit of work from it and record it (its key comes to them by lineage). */
+const RECORDER_TYPE_SUFFIXES = ['.markStepDone', '.guardedSend'];
+
+/**
+ * Whether a node that records the unit of work follows this gate anywhere downstream (enabled): a
+ * Mark Step Done, or a Guarded Send, which leaves a send that failed or needs review for a later
+ * delivery to take up again, so the gate must not close the key behind it.
+ */
+export function recorderFollows(ctx: IExecuteFunctions): boolean {
+	return ctx
+		.getChildNodes(ctx.getNode().name)
+		.some((node) => !node.disabled && RECORDER_TYPE_SUFFIXES.some((suffix) => node.type.endsWith(suffix)));
+}
 
 export interface UnitKey {
 	namespace: string;

@@ -19,6 +19,7 @@ import {
 	type ValueSource,
 } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
+import { recorderFollows } from '../../lib/n8n/lineage';
 import { namespaceReader, readDurationOption, type DurationSpec } from '../../lib/n8n/scope';
 import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
 
@@ -151,17 +152,6 @@ function payloadReader(compareFields: string): (item: INodeExecutionData) => str
 		const isWebhook = 'body' in json && 'headers' in json;
 		return fingerprint(isWebhook ? json.body : json);
 	};
-}
-
-/**
- * Whether a node that records the unit of work follows this gate anywhere downstream (enabled): a
- * Mark Step Done, or a Guarded Send, which leaves a send that failed or needs review for a later
- * delivery to take up again, so the gate must not close the key behind it.
- */
-function recorderFollows(ctx: IExecuteFunctions): boolean {
-	return ctx
-		.getChildNodes(ctx.getNode().name)
-		.some((node) => !node.disabled && (node.type.endsWith('.markStepDone') || node.type.endsWith('.guardedSend')));
 }
 
 /**
