@@ -248,7 +248,7 @@ export function batchedReader(
 	const perItem = (i: number) => ctx.getNodeParameter(name, i, fallback);
 	const pairing = expression.nodes.length > 0 ? pairingFor(ctx, expression.nodes, items) : undefined;
 	if (pairing === null) return perItem;
-	const whole = !pairing && count <= WHOLE_INPUT_ITEMS && fitsWithin(items, wholeInputBytes);
+	const whole = batchMode(expression, items, wholeInputBytes) === 'whole input';
 	const size = whole ? count : CHUNK;
 	// The expression sits on lines of its own so that nothing in it can swallow the wrapper.
 	// `$itemIndex` is the chunk's first item.
@@ -282,6 +282,17 @@ export function batchedReader(
 		const answer = values?.[i - chunk * size];
 		return isAnswer(answer) ? answer[0] : perItem(i);
 	};
+}
+
+/**
+ * Which n8n internals a batch of `expression` over `items` leans on: the whole input
+ * (`$input.all()`), chunks through `$item(k)`, or chunks through `$item(k)` and `$getPairedItem`.
+ */
+export type BatchMode = 'whole input' | 'chunks' | 'paired items';
+
+export function batchMode(expression: ItemLocalExpression, items: INodeExecutionData[], wholeInputBytes = WHOLE_INPUT_BYTES): BatchMode {
+	if (expression.nodes.length > 0) return 'paired items';
+	return items.length <= WHOLE_INPUT_ITEMS && fitsWithin(items, wholeInputBytes) ? 'whole input' : 'chunks';
 }
 
 /**

@@ -1,7 +1,8 @@
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { LedgerInputError } from '../ledger/errors';
-import { batchedReader, itemLocalExpression, itemMatching, PAIRED_ITEM_SOURCE } from './batchedExpression';
+import { batchedReader, batchMode, itemLocalExpression, itemMatching, PAIRED_ITEM_SOURCE } from './batchedExpression';
+import { checkedShortcut, type Shortcut } from './shortcutCheck';
 
 /**
  * Reading per-item values without paying for n8n's expression engine where it is not needed.
@@ -196,7 +197,7 @@ export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unkn
 		const read = plain
 			? (i: number, item: INodeExecutionData) => readPath(root(plain.node, i, item), plain.path)
 			: (i: number, item: INodeExecutionData) => fillTemplate(template!, (node) => root(node, i, item));
-		return {
+		const fast: ValueSource = {
 			kind: 'fast',
 			read: (i, item) => {
 				let value: unknown;
@@ -209,13 +210,28 @@ export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unkn
 				return template && value === undefined ? perItem(i) : value;
 			},
 		};
+		const nodes = pairedNodes(plain ? [plain] : template!);
+		return nodes.length === 0 ? fast : checked(ctx, 'paired item reader', fast, perItem, nodes);
 	}
 	const expression = itemLocalExpression(raw);
 	if (expression) {
 		const items = ctx.getInputData();
-		if (items.length > 1) return { kind: 'batched', read: batchedReader(ctx, name, expression, items, fallback) };
+		if (items.length > 1) {
+			const batched: ValueSource = { kind: 'batched', read: batchedReader(ctx, name, expression, items, fallback) };
+			return checked(ctx, batchMode(expression, items), batched, perItem);
+		}
 	}
 	return { kind: 'engine', read: perItem };
+}
+
+/** `source`, or n8n's per-item evaluation where this process does not trust the shortcut (shortcutCheck). */
+function checked(ctx: IExecuteFunctions, shortcut: Shortcut, source: ValueSource, perItem: (i: number) => unknown, nodes: string[] = []): ValueSource {
+	const read = checkedShortcut(ctx, shortcut, ctx.getInputData(), source.read, perItem, nodes);
+	return read === source.read ? source : { kind: 'engine', read };
+}
+
+function pairedNodes(parts: TemplatePart[]): string[] {
+	return [...new Set(parts.flatMap((part) => ('path' in part && part.node !== null ? [part.node] : [])))];
 }
 
 /**

@@ -6,7 +6,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData, IWorkflowSetti
 
 import { batchedReader, CHUNK, itemLocalExpression, WHOLE_INPUT_BYTES, WHOLE_INPUT_ITEMS } from '../../lib/n8n/batchedExpression';
 import { expressionSource, fillTemplate, pathTemplate, plainPath, readPath, toKeyText, type ValueSource } from '../../lib/n8n/keySource';
-import { evaluateParameterForItems, type ParameterOutcome } from '../support/engine';
+import { evaluateParameterForItems, settleShortcutChecks, type ParameterOutcome } from '../support/engine';
 
 /** Small deterministic PRNG (mulberry32), so a failure can be replayed. */
 function random(seed: number) {
@@ -46,6 +46,9 @@ function payload(rnd: () => number): IDataObject {
 	if (rnd() > 0.3) json.items = (rnd() > 0.2 ? [{ id: anyValue(rnd) }, { id: anyValue(rnd) }] : anyValue(rnd)) as never;
 	return JSON.parse(JSON.stringify(json));
 }
+
+// Tests below count engine calls: let the process check its shortcuts first, as any process does once.
+beforeAll(settleShortcutChecks, 60_000);
 
 const keyOf = (value: unknown): { ok: true; key: string } | { ok: false } => {
 	try {

@@ -7,7 +7,7 @@ import {
 } from 'n8n-workflow';
 import { Expression } from 'n8n-workflow';
 
-import { chain, evaluateParameter, evaluateParameterForItems, node, runWorkflow } from '../support/engine';
+import { chain, evaluateParameter, evaluateParameterForItems, expressionEngine, node, runWorkflow } from '../support/engine';
 
 const ITEMS = '[{"id":"a1","v":1},{"id":"b2","v":2},{"id":"c3","v":3}]';
 
@@ -31,9 +31,10 @@ class BoomNode implements INodeType {
 }
 
 describe('engine harness (real WorkflowExecute)', () => {
-	test('uses the in-process (legacy) expression evaluator', async () => {
+	test('evaluates with the engine TEST_EXPRESSION_ENGINE asks for (legacy unless set)', async () => {
 		await runWorkflow({ nodes: [node('Start', 'test.manualTrigger')], connections: {} });
-		expect(Expression.getActiveImplementation()).toBe('legacy');
+		expect(Expression.getActiveImplementation()).toBe(process.env.TEST_EXPRESSION_ENGINE || 'legacy');
+		expect(await expressionEngine()).toBe(Expression.getActiveImplementation());
 	});
 
 	test('trigger → items → set → replace: outputs, pairedItem and $() lineage through a replacing node', async () => {

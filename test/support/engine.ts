@@ -6,11 +6,13 @@
  *
  * - Expressions: n8n-workflow's `Expression` class can evaluate with the in-process "legacy"
  *   evaluator (Tournament) or in a VM ('vm' = isolated-vm, 'quickjs'). The library default is
- *   'legacy'; only the n8n CLI switches engines, from `N8N_EXPRESSION_ENGINE`, by calling
- *   `Expression.initExpressionEngine()`. isolated-vm is not built here, so this file calls
- *   `Expression.setExpressionEngine('legacy')` once (nothing in a test process reads the env
- *   variable) and never calls `initExpressionEngine`. `getActiveImplementation()` then reports
- *   'legacy'.
+ *   'legacy'; the n8n CLI switches engines, from `N8N_EXPRESSION_ENGINE` (default 'vm' in n8n 2.x),
+ *   by calling `Expression.initExpressionEngine()` with its configuration. This harness does the
+ *   same from TEST_EXPRESSION_ENGINE: 'legacy' (the default) or 'vm', with n8n's own defaults
+ *   (`ExpressionEngineConfig` of @n8n/config). isolated-vm ships builds for Node 24 and later
+ *   only, so 'vm' needs Node 24 (`npm test` runs the engine tests a second time that way, see
+ *   scripts/test-vm-engine.js); `expressionEngine()` reports what is active and fails when the
+ *   asked engine is not.
  * - Dependency injection: node execution contexts take `InstanceSettings` from the `@n8n/di`
  *   container when they are built, and the engine reports node errors to `ErrorReporter` from
  *   the container. The real `InstanceSettings` reads or creates `~/.n8n/config` (an encryption
@@ -83,12 +85,47 @@ export const reportedErrors: Array<{ error: unknown; options?: unknown }> = [];
 
 let environmentReady = false;
 
+/** The expression engine these tests run n8n's under (TEST_EXPRESSION_ENGINE). */
+const ENGINE = (process.env.TEST_EXPRESSION_ENGINE || 'legacy') as 'legacy' | 'vm';
+if (ENGINE !== 'legacy' && ENGINE !== 'vm') throw new Error(`TEST_EXPRESSION_ENGINE must be legacy or vm, not ${ENGINE}`);
+let engineReady: Promise<void> | undefined;
+
+/**
+ * Starts the asked expression engine as the n8n CLI does (once per process) and returns the name
+ * n8n reports as active; throws when that is not the asked one, so a 'vm' run cannot quietly
+ * evaluate with 'legacy'.
+ */
+export async function expressionEngine(): Promise<'legacy' | 'vm'> {
+	prepareEnvironment();
+	engineReady ??= (async () => {
+		if (ENGINE === 'vm') {
+			const fromCore = createRequire(require.resolve('n8n-core'));
+			const { Container } = fromCore('@n8n/di') as { Container: DiContainer };
+			const { ExpressionEngineConfig } = fromCore('@n8n/config') as { ExpressionEngineConfig: new () => Record<string, unknown> };
+			const config = Container.get(ExpressionEngineConfig as never) as Record<string, number | boolean | undefined>;
+			await Expression.initExpressionEngine({
+				engine: 'vm',
+				poolSize: config.poolSize as number,
+				maxCodeCacheSize: config.maxCodeCacheSize as number,
+				bridgeTimeout: config.bridgeTimeout as number,
+				bridgeMemoryLimit: config.bridgeMemoryLimit as number,
+				lazyAcquire: config.lazyAcquire as boolean,
+				compileCache: config.compileCache as boolean,
+			});
+		}
+		const active = Expression.getActiveImplementation();
+		if (active !== ENGINE) throw new Error(`Asked for the ${ENGINE} expression engine, but n8n reports ${active}`);
+	})();
+	await engineReady;
+	return ENGINE;
+}
+
 function prepareEnvironment(): void {
 	if (environmentReady) return;
 	environmentReady = true;
 
 	process.env.N8N_LOG_LEVEL ??= 'silent';
-	Expression.setExpressionEngine('legacy');
+	if (ENGINE === 'legacy') Expression.setExpressionEngine('legacy');
 
 	const fromCore = createRequire(require.resolve('n8n-core'));
 	const { Container } = fromCore('@n8n/di') as { Container: DiContainer };
@@ -304,7 +341,7 @@ export async function runWorkflow(
 	workflowJson: EngineWorkflow,
 	options: RunWorkflowOptions = {},
 ): Promise<EngineRunResult> {
-	prepareEnvironment();
+	await expressionEngine();
 
 	const nodeTypes = new InMemoryNodeTypes({ ...fixtureNodeTypes(), ...(options.nodeTypes ?? {}) });
 	const credentials = options.credentials ?? {};
@@ -597,3 +634,35 @@ export const chain = (...names: string[]): IConnections => {
 	}
 	return connections;
 };
+
+/**
+ * Lets this test process make its once-per-process check of each key-reading shortcut
+ * (lib/n8n/shortcutCheck.ts) and expects this n8n to pass every one, so that a test counting
+ * engine calls or parameter reads afterwards measures the steady state of a process that has.
+ */
+export async function settleShortcutChecks(): Promise<void> {
+	// Imported here so that the harness does not load the package's modules for tests that never call this.
+	const { expressionSource } = await import('../../lib/n8n/keySource');
+	const small = Array.from({ length: 3 }, (_, i) => ({ json: { id: `e${i}` } }));
+	// More items than go to the engine whole: read in chunks through $item(k).
+	const many = Array.from({ length: 10_001 }, (_, i) => ({ json: { id: `e${i}` } }));
+	const relay = (source: INodeExecutionData[]) => source.map((item, k) => ({ json: { n: k }, pairedItem: { item: k } }));
+	const cases: Array<[string, INodeExecutionData[], EvaluateParameterOptions['relay']]> = [
+		["={{ 'k-' + $json.id }}", small, undefined],
+		["={{ 'k-' + $json.id }}", many, undefined],
+		["={{ 'k-' + $('Source').item.json.id }}", small, relay],
+		["={{ $('Source').item.json.id }}", small, relay],
+	];
+	for (const [expression, items, withRelay] of cases) {
+		let kind = '';
+		await evaluateParameterForItems({ key: expression }, items, 'key', {
+			relay: withRelay,
+			reader: (ctx) => {
+				const source = expressionSource(ctx, 'key', expression);
+				kind = source.kind;
+				return (i) => source.read(i, ctx.getInputData()[i]);
+			},
+		});
+		if (kind === 'engine') throw new Error(`This n8n failed the package's check of the shortcut for ${expression} on ${items.length} items`);
+	}
+}
