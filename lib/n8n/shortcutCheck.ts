@@ -21,7 +21,7 @@ export type Shortcut = 'whole input' | 'chunks' | 'paired items' | 'paired item 
  * silently; one that answers differently is caught by the comparison.
  */
 const INTERNALS: Record<Shortcut, { names: string; present: string | null }> = {
-	'whole input': { names: '$input.all', present: "{{ typeof $input.all === 'function' && Array.isArray($input.all()) }}" },
+	'whole input': { names: '$input.all', present: "{{ typeof $input.all === 'function' && $input.all().length > 0 && $input.all()[0].json !== undefined }}" },
 	chunks: { names: '$item', present: "{{ typeof $item === 'function' && $item(0).$json !== undefined }}" },
 	'paired items': {
 		names: '$item, $getPairedItem',
@@ -78,7 +78,7 @@ function check(
 	perItem: (i: number) => unknown,
 	nodes: string[],
 ): Verdict | 'inconclusive' {
-	if (!internalsPresent(ctx, kind, nodes)) return { trusted: false, why: `this n8n lacks ${INTERNALS[kind].names}` };
+	if (!internalsPresent(ctx, kind, nodes)) return { trusted: false, why: `this n8n does not answer ${INTERNALS[kind].names} as it needs` };
 	let compared = 0;
 	for (const i of sampleOf(items.length)) {
 		const fast = outcome(() => shortcut(i, items[i]));

@@ -104,7 +104,7 @@ const values = (outcomes: ParameterOutcome[]) => outcomes.map((o) => (o.ok ? o.v
 
 const cases: Array<[string, string, INodeExecutionData[], string]> = [
 	['$input.all() gives the items in another order', "={{ 'k-' + $json.id }}", small, 'evaluating an expression for the whole input at once'],
-	['$item is gone', "={{ 'k-' + $json.id }}", many, 'this n8n lacks $item'],
+	['$item is gone', "={{ 'k-' + $json.id }}", many, 'this n8n does not answer $item as it needs'],
 	['$getPairedItem answers for the next item', "={{ 'k-' + $('Source').item.json.id }}", small, "evaluating $('Node').item for 500 items at once"],
 	["$('Node').itemMatching answers for the next item", "={{ $('Source').item.json.id }}", small, "reading $('Node').item directly"],
 ];
