@@ -1,6 +1,7 @@
 import { NodeOperationError, type INode, type INodeExecutionData } from 'n8n-workflow';
 
 import { LedgerError, LedgerUnavailableError } from '../ledger/errors';
+import { n8nMajor } from './supportedN8n';
 
 /** A ledger error as an n8n error: the message says what happened, the description how to fix it. */
 export function toNodeError(node: INode, error: unknown, itemIndex?: number): NodeOperationError {
@@ -22,16 +23,25 @@ export function toNodeError(node: INode, error: unknown, itemIndex?: number): No
  * nothing is lost and it can be fixed and sent again), plus `error` (what is wrong) and `details`
  * (how to fix it).
  *
- * It carries no `.error` property on purpose: n8n (WorkflowExecute.normalizeNodeErrors) replaces
- * the json of such items with `{ error }`, losing the event. With "Continue (using error output)"
- * n8n moves an item to the error output when its json has only `error`/`message`/`details` keys,
- * and then merges the input item's json back in, so that form is used there.
+ * It carries no `.error` property on purpose: n8n (WorkflowExecute) replaces the JSON of such items
+ * with `{ error }`, losing the event. With "Continue (using error output)" n8n moves an item to the
+ * error output when it recognises its JSON as an error, and then merges the input item's JSON back
+ * in: n8n 2.x recognises JSON of only `error`/`message`/`details` keys, so the item is
+ * `{ error, details }` there; n8n 1.x only `{ error }` or `{ error, message }`, so there the "how
+ * to fix" follows the message in `error`.
  */
 export function failedItem(node: INode, item: INodeExecutionData, index: number, error: NodeOperationError): INodeExecutionData {
 	const details = error.description ? { details: error.description } : {};
+	let json: INodeExecutionData['json'] = { ...item.json, error: error.message, ...details };
+	if (node.onError === 'continueErrorOutput') {
+		const withHowToFix = error.description ? `${error.message.replace(/[.!?]?$/, '.')} ${error.description}` : error.message;
+		json = N8N_MAJOR >= 2 ? { error: error.message, ...details } : { error: withHowToFix };
+	}
 	return {
-		json: node.onError === 'continueErrorOutput' ? { error: error.message, ...details } : { ...item.json, error: error.message, ...details },
+		json,
 		...(item.binary ? { binary: item.binary } : {}),
 		pairedItem: { item: index },
 	};
 }
+
+const N8N_MAJOR = n8nMajor();

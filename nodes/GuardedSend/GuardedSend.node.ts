@@ -1,3 +1,5 @@
+// First: refuses, with a clear message, an n8n too old to run the package.
+import '../../lib/n8n/supportedN8n';
 import {
 	NodeConnectionTypes,
 	type IExecuteFunctions,
