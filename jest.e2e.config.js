@@ -1,6 +1,8 @@
 /**
- * The real-n8n suite (test/e2e, *.e2e.test.ts): n8n@2.40.7 on Node 24 as a child process,
- * installed once by scripts/n8n-runtime.sh. Run with `npm run test:e2e` after `npm run build`.
+ * The real-n8n suite (test/e2e, *.e2e.test.ts): one n8n (N8N_VERSION, default 2.41.1) on the Node it
+ * supports, as a child process, installed once by scripts/n8n-runtime.sh. `npm run test:e2e` runs it
+ * for each version of test/e2e/support/matrix.js (scripts/test-e2e.js); for one version:
+ * `npm run build && N8N_VERSION=1.123.81 npx jest -c jest.e2e.config.js`.
  * @type {import('jest').Config}
  */
 module.exports = {

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * Regenerates the README's screenshots from the real n8n editor (`npm run screenshots`, which
- * builds first): n8n 2.40.7 on Node 24 from scripts/n8n-runtime.sh, this package installed the
+ * builds first): n8n (N8N_VERSION, default 2.41.1) from scripts/n8n-runtime.sh, this package installed the
  * user's way (npm pack into <user folder>/.n8n/nodes) by test/e2e/support/n8n.ts, on its own
  * PostgreSQL database; the editor driven by headless Chromium (/usr/bin/chromium) through
  * playwright-core. Writes PNGs to docs/images/ (see the `shots` list below), then stops n8n and

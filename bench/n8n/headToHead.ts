@@ -1,6 +1,6 @@
 /**
  * npm run bench:n8n — Dedupe Gate against n8n's built-in Remove Duplicates v2, in ONE real n8n
- * (2.40.7 on Node 24, its default expression engine), in one run, on this machine:
+ * (N8N_VERSION, default 2.41.1, on the Node it supports; its default expression engine), in one run, on this machine:
  *
  * 1. Throughput: Code node (10,000 items) → the node under test, run twice with
  *    `n8n execute --rawOutput` (first sight, then all duplicates); each node's own
@@ -18,6 +18,7 @@
  * harness, test/e2e/support/n8n.ts. BENCH_ITEMS changes the 10,000; BENCH_ROUNDS the 3 throughput rounds; BENCH_PARTS picks parts;
  * BENCH_ROWS picks throughput rows.
  */
+import { execFileSync } from 'child_process';
 import { randomUUID } from 'crypto';
 import { Client, Pool } from 'pg';
 
@@ -283,7 +284,7 @@ async function main() {
 		const setup = new Pool({ connectionString: DATABASE_URL, max: 1 });
 		await new PostgresLedger({ pool: setup, table }).ensureSchema();
 		await setup.end();
-		console.log(`## npm run bench:n8n — n8n ${runtime.version} on Node 24 (${n8n.runtime.nodeBin}), expression engine: ${process.env.N8N_EXPRESSION_ENGINE ?? "n8n's default"}, ${new Date().toISOString()}`);
+		console.log(`## npm run bench:n8n — n8n ${runtime.version} on Node ${execFileSync(n8n.runtime.nodeBin, ["-v"], { encoding: "utf8" }).trim()} (${n8n.runtime.nodeBin}), expression engine: ${process.env.N8N_EXPRESSION_ENGINE ?? "n8n's default"}, ${new Date().toISOString()}`);
 		if (parts.has('throughput')) await throughput(n8n, credential.id);
 		if (parts.has('concurrency')) await concurrency(n8n, credential.id);
 		if (parts.has('roundtrips')) await roundTrips(n8n);

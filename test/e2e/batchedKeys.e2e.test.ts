@@ -1,8 +1,10 @@
 /**
  * A key expression that reads the item only through `$json` is evaluated by n8n's engine for a
- * chunk of items per call (lib/n8n/batchedExpression.ts). This proves, in a real n8n 2.40.7 on its
- * default `vm` engine (isolated-vm), that each item still gets exactly the key, or the error, that
- * per-item evaluation gives it.
+ * chunk of items per call (lib/n8n/batchedExpression.ts). This proves, in a real n8n (each version
+ * of the matrix, test/e2e/support/matrix.js) under both of its expression engines, `vm` (isolated-vm,
+ * the default) and `legacy`, that each item still gets exactly the key, or the error, that per-item
+ * evaluation gives it, and that the package's check of its shortcuts (lib/n8n/shortcutCheck.ts)
+ * passed: no execution says it read per item instead.
  *
  * Both ways of batching: 1,200 small items go to the engine whole (`$input.all()`, one call);
  * padded to over 1 MB, they go in chunks of 500 through `$item(k)` (three calls). Expressions
@@ -20,7 +22,7 @@
 import { randomUUID } from 'crypto';
 
 import { GATE, node } from './support/guardedWorkflows';
-import { nodeExecutionTime, startN8n, type N8nInstance, type WorkflowJson } from './support/n8n';
+import { majorOf, nodeExecutionTime, startN8n, type N8nInstance, type WorkflowJson } from './support/n8n';
 import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
 
 const ITEMS = 1_200;
@@ -116,13 +118,13 @@ const expressions: Array<[string, Mode, boolean, number]> = [
 	["={{ ($json.tag ?? 'none') + '/' + $('Items').item.json.id + '/' + $('Shuffle').item.json.pos }}", 'through Shuffle, $getPairedItem in chunks', false, 0],
 ];
 
-describe('e2e: item-local key expressions, batched, in a real n8n (default vm engine)', () => {
+describe.each(['vm', 'legacy'])('e2e: item-local key expressions, batched, in a real n8n (%s expression engine)', (engine) => {
 	let n8n: N8nInstance | undefined;
 	let credentialId: string;
 	const figures: string[] = [];
 
 	beforeAll(async () => {
-		n8n = await startN8n({ withPackage: true });
+		n8n = await startN8n({ withPackage: true, env: { N8N_EXPRESSION_ENGINE: engine } });
 		await n8n.setupOwner();
 		await n8n.createApiKey();
 		credentialId = (await n8n.createCredential({ name: 'Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) })).id;
@@ -135,7 +137,23 @@ describe('e2e: item-local key expressions, batched, in a real n8n (default vm en
 	});
 
 	test.each(expressions)('%s, %s: every item gets the key, or the error, that per-item evaluation gives it', async (expression, mode, failures, padding) => {
-		const { run } = await n8n!.executeCli(workflow(expression, credentialId, `batched-${randomUUID().slice(0, 8)}`, padding, mode.startsWith('through Shuffle')));
+		const shuffled = mode.startsWith('through Shuffle');
+		const { run, stdout, stderr } = await n8n!.executeCli(workflow(expression, credentialId, `batched-${randomUUID().slice(0, 8)}`, padding, shuffled));
+		// n8n 1.123's vm engine answers `$('Items').item` with nothing for every item Shuffle
+		// re-paired, and so does its `$getPairedItem` there (its legacy engine, and n8n 2.x, find
+		// the Items item): a batch agrees with that. The package's direct reader of paired items
+		// (itemMatching) does find it, so its check (shortcutCheck.ts) sees n8n disagree, turns
+		// that shortcut off and says so, and the gate gives each item what n8n gives it.
+		const n8nLosesPairing = shuffled && majorOf(n8n!.runtime) === 1 && engine === 'vm';
+		const hints = JSON.stringify(run.data.resultData.runData.Batched[0].hints ?? []);
+		if (n8nLosesPairing && mode === 'through Shuffle, read from the paired item') {
+			expect(hints).toContain('one item at a time');
+			expect(stdout + stderr).toContain('turned off its shortcut');
+		} else {
+			// The shortcut was taken: n8n passed the package's check of it, in this process.
+			expect(hints).not.toContain('one item at a time');
+			expect(stdout + stderr).not.toContain('turned off its shortcut');
+		}
 		const batched = answers(run, 'Batched');
 		const perItem = answers(run, 'Per Item');
 		expect(batched.size).toBe(ITEMS);
@@ -148,11 +166,13 @@ describe('e2e: item-local key expressions, batched, in a real n8n (default vm en
 			else errors++;
 		}
 		// The payloads give real keys and real failures (missing, object, list) on both sides.
-		expect(keys).toBeGreaterThan(ITEMS / 10);
-		if (failures) expect(errors).toBeGreaterThan(ITEMS / 10);
-		else expect(errors).toBe(0);
+		if (!n8nLosesPairing) {
+			expect(keys).toBeGreaterThan(ITEMS / 10);
+			if (failures) expect(errors).toBeGreaterThan(ITEMS / 10);
+			else expect(errors).toBe(0);
+		}
 		figures.push(
-			`${expression}, ${mode}: ${keys} keys, ${errors} errors alike; executionTime batched ${nodeExecutionTime(run, 'Batched')} ms, per item ${nodeExecutionTime(run, 'Per Item')} ms (${ITEMS} items)`,
+			`${engine}: ${expression}, ${mode}: ${keys} keys, ${errors} errors alike; executionTime batched ${nodeExecutionTime(run, 'Batched')} ms, per item ${nodeExecutionTime(run, 'Per Item')} ms (${ITEMS} items)`,
 		);
 	});
 });

@@ -1,5 +1,5 @@
 /**
- * The workflows in examples/, imported into a real n8n (2.40.7, the package installed the user's
+ * The workflows in examples/, imported into a real n8n (each version of test/e2e/support/matrix.js, the package installed the user's
  * way) exactly as the files are, and RUN against real local destinations.
  *
  * How a file gets in: POST /api/v1/workflows with its nodes and connections, the same import

@@ -1,5 +1,5 @@
 /**
- * Guarded flows in a REAL n8n (2.40.7, the package installed the user's way), against real local
+ * Guarded flows in a REAL n8n (each version of test/e2e/support/matrix.js, the package installed the user's way), against real local
  * destinations that count what they performed (test/support/destinations.ts), with a real HTTP
  * front that misbehaves on purpose (support/faultyFront.ts), and the ledger read back with `pg`.
  *

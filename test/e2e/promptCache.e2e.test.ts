@@ -1,5 +1,5 @@
 /**
- * Prompt Cache in a flow, in a real n8n (2.40.7, the package installed the user's way):
+ * Prompt Cache in a flow, in a real n8n (each version of test/e2e/support/matrix.js, the package installed the user's way):
  *
  *   Webhook (question) → Build request (Set) → Prompt Cache Lookup (API Request Body)
  *     ├─ Hit ──────────────────────────────────────────────────────────→ Answer (Set)

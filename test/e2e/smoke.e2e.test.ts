@@ -5,7 +5,10 @@
  * server, and the refusal of a workflow whose node type is not installed.
  * Prints the figures it measured (boot, webhook round trip, Remove Duplicates v2 on 1,000 items).
  */
+import { execFileSync } from 'child_process';
 import { randomUUID } from 'crypto';
+import { readFileSync } from 'fs';
+import path from 'path';
 import { performance } from 'perf_hooks';
 
 import {
@@ -18,6 +21,9 @@ import {
 	startN8n,
 	type WorkflowJson,
 } from './support/n8n';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { MATRIX } = require('./support/matrix') as { MATRIX: Array<{ version: string; node: number; n8nWorkflow: string }> };
 
 // The 10,000-item head-to-head is npm run bench:n8n; here n8n execute only has to work.
 const ITEMS = 1_000;
@@ -126,6 +132,15 @@ describe('real n8n harness (built-in nodes)', () => {
 		figures['our node types loaded'] = ours.join(', ');
 		expect(ours.length).toBeGreaterThan(0);
 		expect(types).toContain('n8n-nodes-base.removeDuplicates');
+	});
+
+	it('is the n8n of the matrix: the version asked for, on its Node, with the n8n-workflow the peer range names', async () => {
+		const runtime = await ensureRuntime();
+		const entry = MATRIX.find((m) => m.version === runtime.version);
+		expect(entry).toBeDefined();
+		expect(execFileSync(runtime.nodeBin, ['-v'], { encoding: 'utf8' })).toMatch(new RegExp(`^v${entry!.node}\\.`));
+		const workflowPackage = JSON.parse(readFileSync(path.join(runtime.n8nDir, 'node_modules', 'n8n-workflow', 'package.json'), 'utf8'));
+		expect(workflowPackage.version).toBe(entry!.n8nWorkflow);
 	});
 
 	it('answers a webhook after its last node and records the execution', async () => {

@@ -166,3 +166,28 @@ describe('the README troubleshooting table quotes messages the code really has',
 		for (const piece of pieces) expect({ piece, found: code.includes(piece) }).toEqual({ piece, found: true });
 	});
 });
+
+describe("the README's table of tested n8n versions is the e2e matrix", () => {
+	// eslint-disable-next-line @typescript-eslint/no-require-imports
+	const { MATRIX } = require('../e2e/support/matrix') as { MATRIX: Array<{ version: string; node: number; n8nWorkflow: string }> };
+	const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+	const section = readme.slice(readme.indexOf('**Tested with**'), readme.indexOf('## Quick start'));
+
+	test('one row per version, newest first, with the Node it runs on', () => {
+		const rows = [...section.matchAll(/^\| (\d+\.\d+\.\d+) \| (\d+) \|/gm)].map((m) => ({ version: m[1], node: Number(m[2]) }));
+		expect(rows).toEqual(MATRIX.map(({ version, node }) => ({ version, node })));
+	});
+
+	test('the peer range of n8n-workflow admits the n8n-workflow of each version, and nothing of another minor line', () => {
+		// eslint-disable-next-line @typescript-eslint/no-require-imports
+		const semver = require('semver') as { satisfies(version: string, range: string): boolean };
+		// eslint-disable-next-line @typescript-eslint/no-require-imports
+		const range: string = require('../../package.json').peerDependencies['n8n-workflow'];
+		for (const { n8nWorkflow } of MATRIX) {
+			expect({ n8nWorkflow, ok: semver.satisfies(n8nWorkflow, range) }).toEqual({ n8nWorkflow, ok: true });
+			const [major, minor] = n8nWorkflow.split('.').map(Number);
+			expect(semver.satisfies(`${major}.${minor + 5}.0`, range)).toBe(false);
+		}
+		expect(semver.satisfies('1.80.0', range)).toBe(false);
+	});
+});

@@ -1,5 +1,5 @@
 /**
- * Drives a REAL n8n (2.40.7, on Node 24) from jest, which itself runs on Node 20: n8n is a child
+ * Drives a REAL n8n (N8N_VERSION, default 2.41.1, on the Node it supports) from jest, which itself runs on Node 20: n8n is a child
  * process. Facts this relies on are in /work/shared/REAL_N8N.md (install, quiet settings, API calls).
  *
  *   const runtime = await ensureRuntime();            // scripts/n8n-runtime.sh, cached outside the repo
@@ -40,6 +40,9 @@ export interface N8nRuntime {
 }
 
 let runtimePromise: Promise<N8nRuntime> | undefined;
+
+/** n8n's major version: 1 or 2. */
+export const majorOf = (runtime: N8nRuntime) => Number(runtime.version.split('.')[0]);
 
 /** Installs Node 24 and n8n on first use (minutes, cold), else returns the cached paths (~0.1 s). */
 export function ensureRuntime(): Promise<N8nRuntime> {
@@ -118,7 +121,7 @@ export interface InstalledPackage {
 }
 
 /**
- * Installs this repository into <userFolder>/.n8n/nodes the way n8n 2.40.7 itself installs a
+ * Installs this repository into <userFolder>/.n8n/nodes the way n8n (2.x and 1.123) itself installs a
  * community package (CommunityPackagesService.downloadPackage): `npm pack`, untar with
  * --strip-components=1, drop dev/peer/optional dependencies from its package.json, `npm install`
  * the runtime dependencies (pg, ioredis, nodemailer) with scripts off, and record it in
@@ -459,7 +462,8 @@ export class N8nInstance {
 			N8N_PERSONALIZATION_ENABLED: 'false',
 			N8N_TEMPLATES_ENABLED: 'false',
 			N8N_HIRING_BANNER_ENABLED: 'false',
-			N8N_DISABLED_MODULES: 'mcp-registry',
+			// n8n 1.x has no such module and refuses to start when asked to disable it.
+			N8N_DISABLED_MODULES: majorOf(this.runtime) >= 2 ? 'mcp-registry' : undefined,
 			N8N_PYTHON_ENABLED: 'false',
 			N8N_GRACEFUL_SHUTDOWN_TIMEOUT: '15',
 			N8N_LOG_OUTPUT: 'console',
@@ -496,7 +500,11 @@ export class N8nInstance {
 				throw new Error(`n8n was not ready within the timeout. Log ${this.logFile}:\n${this.logTail(60)}`);
 			}
 			const ready = await request('GET', `${this.baseUrl}/healthz/readiness`, { timeoutMs: 2000 }).catch(() => undefined);
-			if (ready?.status === 200) break;
+			// n8n 1.x is "ready" a moment before it mounts its REST API: wait for that too.
+			if (ready?.status === 200) {
+				const rest = await request('GET', `${this.baseUrl}/rest/settings`, { timeoutMs: 2000 }).catch(() => undefined);
+				if (rest?.status === 200) break;
+			}
 			await sleep(100);
 		}
 		this.bootMs = performance.now() - started;
@@ -614,8 +622,16 @@ export class N8nInstance {
 	}
 
 	/** POST /api/v1/credentials. */
-	createCredential(credential: { name: string; type: string; data: Record<string, unknown> }): Promise<{ id: string; name: string; type: string }> {
-		return this.api('POST', '/credentials', { name: credential.name, type: credential.type, data: credential.data });
+	async createCredential(credential: { name: string; type: string; data: Record<string, unknown> }): Promise<{ id: string; name: string; type: string }> {
+		const create = (data: Record<string, unknown>) => this.api<{ id: string; name: string; type: string }>('POST', '/credentials', { name: credential.name, type: credential.type, data });
+		try {
+			return await create(credential.data);
+		} catch (error) {
+			// n8n 1.x's public API asks for the editor-only "notice" text of some credential types
+			// (Slack, Header Auth) as if it were a field: give it the empty text the editor stores.
+			if (!(error instanceof N8nHttpError && error.status === 400 && error.text.includes('requires property \\"notice\\"'))) throw error;
+			return create({ ...credential.data, notice: '' });
+		}
 	}
 
 	/** POST /api/v1/workflows with only the fields the API accepts (name, nodes, connections, settings). */
@@ -708,6 +724,21 @@ export class N8nInstance {
 		return this.api('GET', `/executions/${id}?includeData=${includeData}`);
 	}
 
+	/** Ids of the workflow's ended executions in n8n's own database. */
+	private async endedExecutionIds(workflowId: string): Promise<string[]> {
+		const client = new Client({ connectionString: serverUrl(this.database).toString(), connectionTimeoutMillis: 5000 });
+		await client.connect();
+		try {
+			const { rows } = await client.query<{ id: string }>(
+				`SELECT id::text FROM execution_entity WHERE "workflowId" = $1 AND status NOT IN ('new', 'running', 'waiting')`,
+				[workflowId],
+			);
+			return rows.map((r) => r.id);
+		} finally {
+			await client.end().catch(() => undefined);
+		}
+	}
+
 	/**
 	 * Polls until <count> executions of the workflow have ended (any status but new/running/waiting);
 	 * a webhook answers before n8n has saved its execution.
@@ -719,9 +750,21 @@ export class N8nInstance {
 			seen = await this.executions(workflowId, { includeData: opts.includeData });
 			const ended = seen.filter((e) => !['new', 'running', 'waiting'].includes(e.status));
 			if (ended.length >= count) return ended;
+			// n8n 1.x's API leaves out every execution its main process still lists as active, and in
+			// queue mode that list can keep one that a worker finished long ago (n8n 2.x reads the
+			// database alone). Such executions are fetched one by one, as n8n's database has them.
+			const listed = new Set(seen.map((e) => e.id));
+			const missing = (await this.endedExecutionIds(workflowId)).filter((id) => !listed.has(id));
+			if (missing.length > 0 && ended.length + missing.length >= count) {
+				const found = await Promise.all(missing.map((id) => this.execution(id, opts.includeData ?? true)));
+				return [...ended, ...found].sort((a, b) => Number(b.id) - Number(a.id));
+			}
 			await sleep(200);
 		}
-		throw new Error(`workflow ${workflowId}: ${seen.length} executions, not ${count} ended ones, within the timeout`);
+		const byStatus = new Map<string, number>();
+		for (const e of seen) byStatus.set(e.status, (byStatus.get(e.status) ?? 0) + 1);
+		const statuses = [...byStatus].map(([status, n]) => `${n} ${status}`);
+		throw new Error(`workflow ${workflowId}: ${seen.length} executions (${statuses.join(', ')}), not ${count} ended ones, within the timeout`);
 	}
 
 	/**
