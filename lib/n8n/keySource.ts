@@ -1,8 +1,8 @@
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { LedgerInputError } from '../ledger/errors';
-import { batchedReader, batchMode, itemLocalExpression, itemMatching, PAIRED_ITEM_SOURCE } from './batchedExpression';
-import { checkedShortcut, type Shortcut } from './shortcutCheck';
+import { batchedReader, batchMode, itemLocalExpression, itemMatching, PAIRED_ITEM_SOURCE, WHOLE_INPUT_BYTES } from './batchedExpression';
+import { checkedShortcut, judged, type Shortcut } from './shortcutCheck';
 
 /**
  * Reading per-item values without paying for n8n's expression engine where it is not needed.
@@ -217,8 +217,18 @@ export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unkn
 	if (expression) {
 		const items = ctx.getInputData();
 		if (items.length > 1) {
-			const batched: ValueSource = { kind: 'batched', read: batchedReader(ctx, name, expression, items, fallback) };
-			return checked(ctx, batchMode(expression, items), batched, perItem);
+			const batched = (wholeInputBytes: number): ValueSource => ({ kind: 'batched', read: batchedReader(ctx, name, expression, items, fallback, wholeInputBytes) });
+			const mode = batchMode(expression, items);
+			// An n8n whose $input.all() fails the check (n8n 1.123's vm engine answers it with
+			// nothing) can still be read in chunks through $item(k).
+			if (mode === 'whole input') {
+				const whole = batched(WHOLE_INPUT_BYTES);
+				const verdict = judged(ctx, mode, items, whole.read, perItem);
+				if (verdict.trusted) return whole;
+				if ('undecided' in verdict) return { kind: 'engine', read: perItem };
+				return checked(ctx, 'chunks', batched(0), perItem);
+			}
+			return checked(ctx, mode, batched(WHOLE_INPUT_BYTES), perItem);
 		}
 	}
 	return { kind: 'engine', read: perItem };

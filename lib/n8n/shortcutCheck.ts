@@ -51,18 +51,32 @@ export function checkedShortcut(
 	perItem: (i: number) => unknown,
 	nodes: string[] = [],
 ): Reader {
-	const slow: Reader = (i) => perItem(i);
-	let verdict = verdicts.get(kind);
-	if (!verdict) {
-		const found = check(ctx, kind, items, shortcut, perItem, nodes);
-		if (found === 'inconclusive') return slow;
-		verdict = found;
-		verdicts.set(kind, verdict);
-		if (!verdict.trusted) ctx.logger.warn(distrustMessage(ctx, kind, verdict.why));
-	}
+	const verdict = judged(ctx, kind, items, shortcut, perItem, nodes);
 	if (verdict.trusted) return shortcut;
-	hint(ctx, kind, verdict.why);
-	return slow;
+	if ('why' in verdict) hint(ctx, kind, verdict.why);
+	return (i) => perItem(i);
+}
+
+/**
+ * Whether this process trusts `shortcut`, checking it now if it has not yet (and saying so once
+ * in n8n's log when it fails). Undecided, for an expression that cannot decide the check, counts
+ * as not trusted for this read only.
+ */
+export function judged(
+	ctx: IExecuteFunctions,
+	kind: Shortcut,
+	items: INodeExecutionData[],
+	shortcut: Reader,
+	perItem: (i: number) => unknown,
+	nodes: string[] = [],
+): Verdict | { trusted: false; undecided: true } {
+	const known = verdicts.get(kind);
+	if (known) return known;
+	const found = check(ctx, kind, items, shortcut, perItem, nodes);
+	if (found === 'inconclusive') return { trusted: false, undecided: true };
+	verdicts.set(kind, found);
+	if (!found.trusted) ctx.logger.warn(distrustMessage(ctx, kind, found.why));
+	return found;
 }
 
 /**
@@ -135,8 +149,16 @@ const DESCRIBED: Record<Shortcut, string> = {
 	'paired item reader': "reading $('Node').item directly",
 };
 
+/** What a process does instead of a shortcut it does not trust. */
+const INSTEAD: Record<Shortcut, string> = {
+	'whole input': 'evaluates such expressions for 500 items at once instead, if that passes its own check',
+	chunks: 'reads such values one item at a time, as n8n does: the same values, only slower',
+	'paired items': 'reads such values one item at a time, as n8n does: the same values, only slower',
+	'paired item reader': 'reads such values one item at a time, as n8n does: the same values, only slower',
+};
+
 function distrustMessage(ctx: IExecuteFunctions, kind: Shortcut, why: string): string {
-	return `n8n-nodes-idempotency: "${ctx.getNode().name}" turned off its shortcut of ${DESCRIBED[kind]}, because ${why}. Until n8n restarts, every node of this package reads such values one item at a time, as n8n does: the same values, only slower. Please report your n8n version at https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency/issues.`;
+	return `n8n-nodes-idempotency: "${ctx.getNode().name}" turned off its shortcut of ${DESCRIBED[kind]}, because ${why}. Until n8n restarts, every node of this package ${INSTEAD[kind]}. Please report your n8n version at https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency/issues.`;
 }
 
 function hint(ctx: IExecuteFunctions, kind: Shortcut, why: string): void {

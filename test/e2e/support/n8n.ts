@@ -623,14 +623,15 @@ export class N8nInstance {
 
 	/** POST /api/v1/credentials. */
 	async createCredential(credential: { name: string; type: string; data: Record<string, unknown> }): Promise<{ id: string; name: string; type: string }> {
-		const create = (data: Record<string, unknown>) => this.api<{ id: string; name: string; type: string }>('POST', '/credentials', { name: credential.name, type: credential.type, data });
+		const body = { name: credential.name, type: credential.type, data: credential.data };
 		try {
-			return await create(credential.data);
+			return await this.api('POST', '/credentials', body);
 		} catch (error) {
-			// n8n 1.x's public API asks for the editor-only "notice" text of some credential types
-			// (Slack, Header Auth) as if it were a field: give it the empty text the editor stores.
-			if (!(error instanceof N8nHttpError && error.status === 400 && error.text.includes('requires property \\"notice\\"'))) throw error;
-			return create({ ...credential.data, notice: '' });
+			// n8n 1.x's public API checks the data against a schema built from every field of the
+			// type, editor-only ones included (Slack's "notice", Header Auth's "headerName"), and
+			// refuses what its own editor saves. Save it the way the editor does.
+			if (!(error instanceof N8nHttpError && error.status === 400 && error.text.includes('does not match allOf schema'))) throw error;
+			return this.rest('POST', '/credentials', body);
 		}
 	}
 
