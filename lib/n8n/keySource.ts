@@ -223,7 +223,7 @@ export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unkn
 			// nothing) can still be read in chunks through $item(k).
 			if (mode === 'whole input') {
 				const whole = batched(WHOLE_INPUT_BYTES);
-				const verdict = judged(ctx, mode, items, whole.read, perItem);
+				const verdict = judged(ctx, { kind: mode, items, read: whole.read, perItem });
 				if (verdict.trusted) return whole;
 				if ('undecided' in verdict) return { kind: 'engine', read: perItem };
 				return checked(ctx, 'chunks', batched(0), perItem);
@@ -236,7 +236,7 @@ export function expressionSource(ctx: IExecuteFunctions, name: string, raw: unkn
 
 /** `source`, or n8n's per-item evaluation where this process does not trust the shortcut (shortcutCheck). */
 function checked(ctx: IExecuteFunctions, shortcut: Shortcut, source: ValueSource, perItem: (i: number) => unknown, nodes: string[] = []): ValueSource {
-	const read = checkedShortcut(ctx, shortcut, ctx.getInputData(), source.read, perItem, nodes);
+	const read = checkedShortcut(ctx, { kind: shortcut, items: ctx.getInputData(), read: source.read, perItem, nodes });
 	return read === source.read ? source : { kind: 'engine', read };
 }
 

@@ -39,43 +39,39 @@ const hinted = new WeakMap<object, Set<Shortcut>>();
 type Reader = (itemIndex: number, item: INodeExecutionData) => unknown;
 type Outcome = { ok: true; value: unknown } | { ok: false; message: string };
 
-/**
- * `shortcut` (a reader of parameter `name` for `items`) if this process trusts it, checking it now
- * on a few of the items if it has not yet; else n8n's own per-item evaluation (`perItem`).
- */
-export function checkedShortcut(
-	ctx: IExecuteFunctions,
-	kind: Shortcut,
-	items: INodeExecutionData[],
-	shortcut: Reader,
-	perItem: (i: number) => unknown,
-	nodes: string[] = [],
-): Reader {
-	const verdict = judged(ctx, kind, items, shortcut, perItem, nodes);
-	if (verdict.trusted) return shortcut;
-	if ('why' in verdict) hint(ctx, kind, verdict.why);
-	return (i) => perItem(i);
+/** A shortcut about to be taken: which kind, the reader it gives for `items`, and n8n's own per-item reader. */
+export interface Candidate {
+	kind: Shortcut;
+	items: INodeExecutionData[];
+	read: Reader;
+	perItem: (i: number) => unknown;
+	/** The nodes a paired-item reader reads (`$('Node').item`). */
+	nodes?: string[];
 }
 
 /**
- * Whether this process trusts `shortcut`, checking it now if it has not yet (and saying so once
- * in n8n's log when it fails). Undecided, for an expression that cannot decide the check, counts
- * as not trusted for this read only.
+ * The candidate's reader if this process trusts its kind, checking it now on a few of the items if
+ * it has not yet; else n8n's own per-item evaluation.
  */
-export function judged(
-	ctx: IExecuteFunctions,
-	kind: Shortcut,
-	items: INodeExecutionData[],
-	shortcut: Reader,
-	perItem: (i: number) => unknown,
-	nodes: string[] = [],
-): Verdict | { trusted: false; undecided: true } {
-	const known = verdicts.get(kind);
+export function checkedShortcut(ctx: IExecuteFunctions, candidate: Candidate): Reader {
+	const verdict = judged(ctx, candidate);
+	if (verdict.trusted) return candidate.read;
+	if ('why' in verdict) hint(ctx, candidate.kind, verdict.why);
+	return (i) => candidate.perItem(i);
+}
+
+/**
+ * Whether this process trusts the candidate's kind, checking it now if it has not yet (and saying
+ * so once in n8n's log when it fails). Undecided, for an expression that cannot decide the check,
+ * counts as not trusted for this read only.
+ */
+export function judged(ctx: IExecuteFunctions, candidate: Candidate): Verdict | { trusted: false; undecided: true } {
+	const known = verdicts.get(candidate.kind);
 	if (known) return known;
-	const found = check(ctx, kind, items, shortcut, perItem, nodes);
+	const found = check(ctx, candidate);
 	if (found === 'inconclusive') return { trusted: false, undecided: true };
-	verdicts.set(kind, found);
-	if (!found.trusted) ctx.logger.warn(distrustMessage(ctx, kind, found.why));
+	verdicts.set(candidate.kind, found);
+	if (!found.trusted) ctx.logger.warn(distrustMessage(ctx, candidate.kind, found.why));
 	return found;
 }
 
@@ -84,14 +80,7 @@ export function judged(
  * ways, or n8n itself gave an item two different values in a row (an expression that reads the
  * clock to the millisecond, or a random number).
  */
-function check(
-	ctx: IExecuteFunctions,
-	kind: Shortcut,
-	items: INodeExecutionData[],
-	shortcut: Reader,
-	perItem: (i: number) => unknown,
-	nodes: string[],
-): Verdict | 'inconclusive' {
+function check(ctx: IExecuteFunctions, { kind, items, read: shortcut, perItem, nodes = [] }: Candidate): Verdict | 'inconclusive' {
 	if (!internalsPresent(ctx, kind, nodes)) return { trusted: false, why: `this n8n does not answer ${INTERNALS[kind].names} as it needs` };
 	let compared = 0;
 	for (const i of sampleOf(items.length)) {
