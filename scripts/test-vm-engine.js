@@ -12,7 +12,8 @@ const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
 const printed = execFileSync('bash', [path.join(root, 'scripts', 'n8n-runtime.sh'), 'node'], {
-	env: { ...process.env, N8N_VERSION: process.env.N8N_VERSION || '2.41.1' },
+	// Any 2.x picks Node 24; an N8N_VERSION of 1.x left in the environment would pick Node 22.
+	env: { ...process.env, N8N_VERSION: '2.41.1' },
 	encoding: 'utf8',
 	stdio: ['ignore', 'pipe', 'inherit'],
 });
