@@ -34,8 +34,7 @@ export function failedItem(node: INode, item: INodeExecutionData, index: number,
 	const details = error.description ? { details: error.description } : {};
 	let json: INodeExecutionData['json'] = { ...item.json, error: error.message, ...details };
 	if (node.onError === 'continueErrorOutput') {
-		const withHowToFix = error.description ? `${error.message.replace(/[.!?]?$/, '.')} ${error.description}` : error.message;
-		json = N8N_MAJOR >= 2 ? { error: error.message, ...details } : { error: withHowToFix };
+		json = N8N_MAJOR >= 2 || !error.description ? { error: error.message, ...details } : { error: `${error.message.replace(/[.!?]?$/, '.')} ${error.description}` };
 	}
 	return {
 		json,
