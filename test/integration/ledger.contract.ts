@@ -99,6 +99,32 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect(out.every((o) => o.kind === 'claimed')).toBe(true);
 		});
 
+		test('one batch blocked by rows of different histories answers each item with its own row', async () => {
+			const other = `${ns}-other`;
+			const a = await ledger.claim([req('b1', { fingerprint: 'f1' }), req('b2', { fingerprint: 'f2' })], lease('run-a'));
+			await ledger.claim([req('b3', { fingerprint: 'f3', namespace: other }), req('b4', { fingerprint: 'f4', step: 'email' })], seen);
+			await ledger.record(
+				[{ ...id('b2'), status: 'completed', externalId: 'msg-2', result: { ts: '2.0' }, fence: claimedRecord(a[1]).fence }],
+				{ ttlMs: DAY, holder: 'run-a' },
+			);
+			const batch = [
+				req('b1', { fingerprint: 'f1' }),
+				req('b2', { fingerprint: 'f2' }),
+				req('b3', { fingerprint: 'changed', namespace: other }),
+				req('b4', { fingerprint: 'f4', step: 'email' }),
+				req('b5', { fingerprint: 'f5' }),
+			];
+			const out = await ledger.claim(batch, lease('run-b'));
+			expect(out.map((o) => o.kind)).toEqual(['in_progress', 'duplicate', 'mismatch', 'duplicate', 'claimed']);
+			const stored = async (r: ClaimRequest) => (await ledger.get(r.namespace, r.key)).find((row) => row.step === r.step);
+			for (let i = 0; i < 4; i++) {
+				const answered = out[i] as Exclude<ClaimOutcome, { kind: 'batch_duplicate' }>;
+				const row = (await stored(batch[i]))!;
+				expect({ ...answered.record, leaseRemainingMs: null }).toEqual({ ...row, leaseRemainingMs: null });
+			}
+			expect(claimedRecord(out[4]).fingerprint).toBe('f5');
+		});
+
 		test('mark-seen mode is at-most-once', async () => {
 			expect((await ledger.claim([req('s')], seen))[0].kind).toBe('claimed');
 			const [again] = await ledger.claim([req('s')], seen);

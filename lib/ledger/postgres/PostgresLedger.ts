@@ -76,44 +76,85 @@ const recordColumns = (a: string, p = '') =>
 const leaseRemaining = (a: string) =>
 	`(CASE WHEN ${a}.lease_expires_at IS NULL THEN NULL ELSE greatest(0, extract(epoch FROM ${a}.lease_expires_at - now()) * 1000) END)::float8`;
 
-/**
- * A live row as the claim answers it: a JSON array in this order (see unpackRecord), led by the
- * request's position in the statement's input instead of the row's namespace, key and step, and
- * with `true` instead of a fingerprint equal to the request's. For 10,000 duplicates that halves
- * the answer the server builds and the client parses.
- */
-const packedColumns = (a: string) =>
-	[
-		`${a}.in_ord`,
-		`CASE WHEN ${a}.fingerprint IS NOT DISTINCT FROM ${a}.in_fingerprint THEN to_json(true) ELSE to_json(${a}.fingerprint) END`,
-		...['status', 'lease_holder', 'lease_expires_at', 'version', 'external_id', 'result', 'attempts', 'previous_status',
-			'first_seen_at', 'updated_at', 'expires_at', 'phase'].map((c) =>
-			c.endsWith('_at') ? `(extract(epoch FROM ${a}.${c}) * 1000)::float8` : `${a}.${c}`,
-		),
-		leaseRemaining(a),
-		`${a}.fence`,
-	].join(', ');
+/** The facts of a live row that a claim answers beside the request (see unpackGroup), in order. */
+const BLOCKED_FACTS = ['status', 'lease_holder', 'lease_expires_at', 'version', 'external_id', 'result', 'attempts', 'previous_status',
+	'first_seen_at', 'updated_at', 'expires_at', 'phase', 'fence'];
 
-function unpackRecord(v: unknown[], request: ClaimRequest): LedgerRecord {
+/**
+ * SQL: the live rows of `existing` that blocked a claim, as one JSON array of groups. Each group
+ * is `[positions, fingerprint, ...BLOCKED_FACTS, lease remaining]` (see unpackGroup): the
+ * requests' 1-based positions in the statement's input stand for the rows' namespace, key and
+ * step, and the fingerprint is `true` where it equals the request's. Rows claimed together share
+ * every other fact, so 10,000 duplicates of one earlier batch answer as one group: the server
+ * builds, and the client parses, 10,000 numbers instead of 10,000 rows of facts.
+ */
+const blockedGroups = (existing: string) => {
+	const same = 'x.fingerprint IS NOT DISTINCT FROM x.in_fingerprint';
+	const facts = BLOCKED_FACTS.map((c) => (c.endsWith('_at') ? `(extract(epoch FROM g.${c}) * 1000)::float8` : `g.${c}`));
+	return `(SELECT coalesce(json_agg(json_build_array(g.positions,
+		CASE WHEN g.same THEN to_json(true) ELSE to_json(g.fingerprint) END, ${facts.join(', ')}, ${leaseRemaining('g')})), '[]')
+	FROM (
+		SELECT json_agg(x.in_ord) AS positions, ${same} AS same, CASE WHEN ${same} THEN NULL ELSE x.fingerprint END AS fingerprint,
+			${BLOCKED_FACTS.map((c) => `x.${c}`).join(', ')}
+		FROM ${existing} x WHERE NOT x.claimable
+		GROUP BY ${BLOCKED_FACTS.map((_, i) => i + 4).concat([2, 3]).join(', ')}
+	) g)`;
+};
+
+/** One group of a claim's blocked answer (see blockedGroups): the facts its rows share. */
+interface BlockedGroup {
+	positions: number[];
+	/** Null where each row's fingerprint equals its request's. */
+	fingerprint: string | null | undefined;
+	facts: Omit<LedgerRecord, 'namespace' | 'key' | 'step' | 'fingerprint'>;
+}
+
+function unpackGroup(v: unknown[]): BlockedGroup {
 	return {
-		namespace: request.namespace,
-		key: request.key,
-		step: request.step,
-		fingerprint: v[1] === true ? (request.fingerprint ?? null) : (v[1] as string | null),
-		status: v[2] as Status,
-		leaseHolder: v[3] as string | null,
-		leaseExpiresAt: ms(v[4]),
-		version: v[5] as string | null,
-		externalId: v[6] as string | null,
-		result: v[7],
-		attempts: v[8] as number,
-		previousStatus: v[9] as Status | null,
-		firstSeenAt: ms(v[10]) as Date,
-		updatedAt: ms(v[11]) as Date,
-		expiresAt: ms(v[12]) as Date,
-		phase: (v[13] ?? null) as string | null,
-		leaseRemainingMs: (v[14] ?? null) as number | null,
-		fence: int(v[15]),
+		positions: v[0] as number[],
+		fingerprint: v[1] === true ? undefined : (v[1] as string | null),
+		facts: {
+			status: v[2] as Status,
+			leaseHolder: v[3] as string | null,
+			leaseExpiresAt: ms(v[4]),
+			version: v[5] as string | null,
+			externalId: v[6] as string | null,
+			result: v[7],
+			attempts: v[8] as number,
+			previousStatus: v[9] as Status | null,
+			firstSeenAt: ms(v[10]) as Date,
+			updatedAt: ms(v[11]) as Date,
+			expiresAt: ms(v[12]) as Date,
+			phase: (v[13] ?? null) as string | null,
+			fence: int(v[14]),
+			leaseRemainingMs: (v[15] ?? null) as number | null,
+		},
+	};
+}
+
+/** The row a request found, from its group (records are values: the group's Dates are shared). */
+function blockedRecord(group: BlockedGroup, r: ClaimRequest): LedgerRecord {
+	const f = group.facts;
+	// Named fields, not a spread: a third of the cost for 10,000 duplicates.
+	return {
+		namespace: r.namespace,
+		key: r.key,
+		step: r.step,
+		fingerprint: group.fingerprint === undefined ? (r.fingerprint ?? null) : group.fingerprint,
+		status: f.status,
+		leaseHolder: f.leaseHolder,
+		leaseExpiresAt: f.leaseExpiresAt,
+		leaseRemainingMs: f.leaseRemainingMs,
+		fence: f.fence,
+		version: f.version,
+		externalId: f.externalId,
+		result: f.result,
+		attempts: f.attempts,
+		previousStatus: f.previousStatus,
+		firstSeenAt: f.firstSeenAt,
+		updatedAt: f.updatedAt,
+		expiresAt: f.expiresAt,
+		phase: f.phase,
 	};
 }
 
@@ -360,12 +401,12 @@ export class PostgresLedger implements Ledger {
 
 	private claimSql(): string {
 		const t = this.t;
-		// $1..$5 JSON arrays (namespace, key, step, fingerprint, version), pre-sorted by row id in
-		// byte order (the key columns' COLLATE "C") so that concurrent batches lock rows in the same
+		// $1..$5 JSON arrays (namespace, key, step, fingerprint, version; see claimInput), in the
+		// global row order (the key columns' COLLATE "C") so that concurrent batches lock rows in the same
 		// order; $6 status, $7 holder, $8 lease ms, $9 ttl ms (never shorter than the lease), $10
-		// mode, $11 reclaim a live lease of the same holder. Every row this statement claims gets
-		// one new fencing token. JSON, not text[]: the
-		// driver escapes every element of a text[] in JavaScript, JSON.stringify does it natively.
+		// mode, $11 reclaim a live lease of the same holder, $12 / $13 the namespace / step of a
+		// batch that has only one (then $1 / $3 are empty). Every row this statement claims gets
+		// one new fencing token.
 		//
 		// Rows that the statement's snapshot already shows as live and not claimable are not
 		// offered to the INSERT at all: no row lock, no write, the same cost as a plain index probe.
@@ -380,9 +421,10 @@ export class PostgresLedger implements Ledger {
 					OR ${row}.status = 'failed_retryable')))`;
 		return `
 WITH input AS (
-	SELECT * FROM ROWS FROM (json_array_elements_text($1::json), json_array_elements_text($2::json),
+	SELECT coalesce(i.ns, $12) AS ns, i.k, coalesce(i.st, $13) AS st, i.fingerprint, i.version, i.ord
+	FROM ROWS FROM (json_array_elements_text($2::json), json_array_elements_text($1::json),
 		json_array_elements_text($3::json), json_array_elements_text($4::json), json_array_elements_text($5::json))
-		WITH ORDINALITY AS i(ns, k, st, fingerprint, version, ord)
+		WITH ORDINALITY AS i(k, ns, st, fingerprint, version, ord)
 ),
 token AS (SELECT nextval('${t.fenceSequence}') AS fence),
 existing AS MATERIALIZED (
@@ -445,7 +487,7 @@ SELECT
 	(SELECT coalesce(json_agg(json_build_array(c.namespace, c.key, c.step, c.attempts, c.previous_status,
 		c.external_id, c.result, c.first_seen_at, c.updated_at, c.previous_phase, c.expires_at, c.phase)), '[]')
 		FROM claimed c WHERE c.attempts > 1) AS renewed,
-	(SELECT coalesce(json_agg(json_build_array(${packedColumns('x')})), '[]') FROM existing x WHERE NOT x.claimable) AS blocked,
+	${blockedGroups('existing')} AS blocked,
 	CASE WHEN (SELECT count(*) FROM claimed) + (SELECT count(*) FROM existing x WHERE NOT x.claimable) < (SELECT count(*) FROM input)
 		THEN (SELECT json_agg(i.ord) FROM input i
 			WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.namespace = i.ns AND c.key = i.k AND c.step = i.st)
@@ -491,18 +533,24 @@ SELECT
 					'Run the workflow again; if it keeps happening, check for jobs that delete ledger rows.',
 				);
 			}
+			const input = claimInput(pending.map((i) => requests[i]));
 			const [answer] = await this.query<ClaimAnswer>(this.sql.claim, [
-				...jsonColumns(pending.map((i) => requests[i])),
+				...input.columns,
 				status,
 				holder,
 				options.leaseMs,
 				ttlMs,
 				options.mode,
 				options.reclaimOwnLease === true,
+				input.namespace,
+				input.step,
 			]);
-			// Blocked entries and unresolved positions are 1-based positions in `pending`.
-			const blocked = new Array<unknown[] | undefined>(pending.length);
-			for (const row of answer.blocked) blocked[(row[0] as number) - 1] = row;
+			// Blocked groups and unresolved positions name 1-based positions in `pending`.
+			const blocked = new Array<BlockedGroup | undefined>(pending.length);
+			for (const packed of answer.blocked) {
+				const group = unpackGroup(packed);
+				for (const position of group.positions) blocked[position - 1] = group;
+			}
 			const lost = new Set((answer.unresolved ?? []).map((ord) => ord - 1));
 			const renewed = new Map(answer.renewed.map((row) => [idKey(row[0] as string, row[1] as string, row[2] as string), row]));
 			const fence = Number(answer.fence);
@@ -513,7 +561,7 @@ SELECT
 				const r = requests[index];
 				const existing = blocked[position];
 				if (existing) {
-					outcomes[index] = classifyExisting(unpackRecord(existing, r), r, options.mode);
+					outcomes[index] = classifyExisting(blockedRecord(existing, r), r, options.mode);
 				} else if (lost.has(position)) {
 					unresolved.push(index);
 				} else {
@@ -897,9 +945,24 @@ SELECT step, status, phase, action, reason FROM decided ORDER BY step`;
 	}
 }
 
-/** The claim's five input columns as JSON array texts (see claimSql). */
-function jsonColumns(requests: ClaimRequest[]): string[] {
-	return columns(requests).map((column) => JSON.stringify(column));
+/**
+ * The claim's input (see claimSql): five columns as JSON array texts, parsed by the server
+ * faster than text[] (whose elements the driver escapes one by one in JavaScript). A column that
+ * is the same for the whole batch (the usual namespace and step) goes as one value beside an
+ * empty array, and one that is null throughout (fingerprint, version) as an empty array: for
+ * 5,000 keys the server parses two arrays instead of five.
+ */
+function claimInput(requests: ClaimRequest[]): { columns: string[]; namespace: string | null; step: string | null } {
+	const [ns, k, st, fp, ver] = columns(requests);
+	const one = (column: string[]) => column.every((v) => v === column[0]);
+	const uniformNs = one(ns);
+	const uniformSt = one(st);
+	const json = (column: Array<string | null>, empty: boolean) => (empty ? '[]' : JSON.stringify(column));
+	return {
+		columns: [json(ns, uniformNs), json(k, false), json(st, uniformSt), json(fp, fp.every((v) => v === null)), json(ver, ver.every((v) => v === null))],
+		namespace: uniformNs ? ns[0] : null,
+		step: uniformSt ? st[0] : null,
+	};
 }
 
 function columns(requests: ClaimRequest[]): [string[], string[], string[], Array<string | null>, Array<string | null>] {
