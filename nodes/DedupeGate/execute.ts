@@ -6,7 +6,7 @@ import { LedgerInputError } from '../../lib/ledger/errors';
 import { assertKey, assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { atExecutionEnd, canActAtExecutionEnd } from '../../lib/n8n/executionEnd';
-import { FACTS_FIELD, factsOf, inProgressReason, type Outcome } from '../../lib/n8n/facts';
+import { factsOf, inProgressReason, type Outcome, withFactsField } from '../../lib/n8n/facts';
 import {
 	fieldSource,
 	formatPath,
@@ -204,7 +204,7 @@ function readConfig(ctx: IExecuteFunctions): GateConfig {
 }
 
 const withFacts = (item: INodeExecutionData, index: number, facts: IDataObject): INodeExecutionData => ({
-	json: { ...item.json, [FACTS_FIELD]: facts },
+	json: withFactsField(item.json, facts),
 	...(item.binary ? { binary: item.binary } : {}),
 	pairedItem: { item: index },
 });

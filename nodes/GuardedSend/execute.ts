@@ -28,7 +28,7 @@ import { assertStep } from '../../lib/ledger/validate';
 import { forEachLimit } from '../../lib/n8n/channels/limit';
 import { deliver, type RetryPolicy, type Verdict } from '../../lib/n8n/channels/retry';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
-import { FACTS_FIELD, factsOf, type Outcome } from '../../lib/n8n/facts';
+import { factsOf, type Outcome, withFactsField } from '../../lib/n8n/facts';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
 import { readDurationOption } from '../../lib/n8n/scope';
@@ -502,7 +502,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 				continue;
 			}
 			outputs[r.output].push({
-				json: { ...item.json, [FACTS_FIELD]: r.facts },
+				json: withFactsField(item.json, r.facts),
 				...(item.binary ? { binary: item.binary } : {}),
 				pairedItem: { item: i },
 			});

@@ -5,7 +5,7 @@ import type { RecordOutcome, RecordRequest, Status } from '../../lib/ledger/type
 import { UNIT_STEP } from '../../lib/ledger/types';
 import { assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
-import { FACTS_FIELD, factsOf, type Outcome } from '../../lib/n8n/facts';
+import { FACTS_FIELD, factsOf, type Outcome, withFactsField } from '../../lib/n8n/facts';
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { parseJson } from '../GuardedSend/params';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
@@ -167,7 +167,7 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 		delete facts.result;
 		if (unit?.kind === 'written') facts.unitStatus = unit.record.status;
 		out[index] = {
-			json: { ...items[index].json, [FACTS_FIELD]: facts },
+			json: withFactsField(items[index].json, facts),
 			...(items[index].binary ? { binary: items[index].binary } : {}),
 			pairedItem: { item: index },
 		};

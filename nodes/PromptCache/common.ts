@@ -5,7 +5,7 @@ import { sha256 } from '../../lib/ledger/fingerprint';
 import type { PromptEnvelope } from '../../lib/ledger/promptHash';
 import type { LedgerRecord } from '../../lib/ledger/types';
 import { MAX_NAMESPACE_LENGTH } from '../../lib/ledger/validate';
-import { FACTS_FIELD, factsOf, PROMPT_CACHE_STEP } from '../../lib/n8n/facts';
+import { FACTS_FIELD, factsOf, PROMPT_CACHE_STEP, withFactsField } from '../../lib/n8n/facts';
 import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
 
 /** Ledger step of a cache entry. The key is the prompt hash. */
@@ -79,7 +79,7 @@ export const seconds = (ms: number) => Math.max(0, Math.round(ms / 100) / 10);
 const SKIPPED_REASON = 'Editor test run: the ledger was skipped';
 
 const withCacheFacts = (item: INodeExecutionData, index: number, facts: IDataObject): INodeExecutionData => ({
-	json: { ...item.json, [FACTS_FIELD]: facts },
+	json: withFactsField(item.json, facts),
 	...(item.binary ? { binary: item.binary } : {}),
 	pairedItem: { item: index },
 });

@@ -6,7 +6,7 @@ import { LedgerInputError } from '../../lib/ledger/errors';
 import { inputFromRequestBody, promptHash, type PromptEnvelope, type PromptInput } from '../../lib/ledger/promptHash';
 import type { ClaimOptions, ClaimOutcome, ClaimRequest, Ledger, LedgerRecord } from '../../lib/ledger/types';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
-import { FACTS_FIELD } from '../../lib/n8n/facts';
+import { withFactsField } from '../../lib/n8n/facts';
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader, readDurationOption } from '../../lib/n8n/scope';
@@ -296,7 +296,7 @@ function hitItem(index: number, row: Row, record: LedgerRecord, waitedMs: number
 	});
 	// The answer looks exactly like the AI node's output, so both branches can meet downstream.
 	const body = isObject(entry.response) ? (entry.response as IDataObject) : { response: entry.response as IDataObject };
-	return { item: { json: { ...body, [FACTS_FIELD]: facts }, pairedItem: { item: index } }, tokens };
+	return { item: { json: withFactsField(body, facts), pairedItem: { item: index } }, tokens };
 }
 
 function missItem(item: INodeExecutionData, index: number, row: Row, fate: Extract<Fate, { kind: 'miss' }>, hashOnly: boolean): INodeExecutionData {
@@ -308,7 +308,7 @@ function missItem(item: INodeExecutionData, index: number, row: Row, fate: Extra
 		...(hashOnly ? {} : { prompt: row.envelope as unknown as IDataObject }),
 	});
 	return {
-		json: { ...item.json, [FACTS_FIELD]: facts },
+		json: withFactsField(item.json, facts),
 		...(item.binary ? { binary: item.binary } : {}),
 		pairedItem: { item: index },
 	};
@@ -451,7 +451,7 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 			});
 			for (const row of rows) {
 				const facts = cacheFacts('unverified', row.namespace, row.hash, null, { computing: false, model: row.envelope.model, hashOnly: config.hashOnly });
-				outputs[MISS].push({ json: { ...items[row.index].json, [FACTS_FIELD]: facts }, pairedItem: { item: row.index } });
+				outputs[MISS].push({ json: withFactsField(items[row.index].json, facts), pairedItem: { item: row.index } });
 			}
 			return outputs;
 		}
