@@ -21,6 +21,7 @@ function nodeContext(nodeType, { parameters, items, credentials, executionId = '
 		getWorkflow: () => ({ id: workflowId, name: 'bench', active: false }),
 		addExecutionHints: () => undefined,
 		getTimezone: () => 'UTC',
+		logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
 	};
 }
 

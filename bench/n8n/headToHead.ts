@@ -19,7 +19,9 @@
  * BENCH_ROWS picks throughput rows.
  */
 import { execFileSync } from 'child_process';
-import { randomUUID } from 'crypto';
+import { createHash, randomUUID } from 'crypto';
+import * as fs from 'fs';
+import { Redis } from 'ioredis';
 import { Client, Pool } from 'pg';
 
 import { PostgresLedger } from '../../lib/ledger';
@@ -35,10 +37,16 @@ const UNIVERSE = STRIDE * (CONCURRENT - 1) + PER_EXECUTION; // 4,000 keys
 const ROUND_TRIP_RUNS = 20;
 /** Throughput rounds (BENCH_ROUNDS); the table shows medians and every round. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-/** BENCH_PARTS=throughput,concurrency,roundtrips (all by default). */
-const parts = new Set((process.env.BENCH_PARTS ?? 'throughput,concurrency,roundtrips').split(',').map((p) => p.trim()));
+/** BENCH_PARTS=throughput,concurrency,roundtrips,breakdown (all by default). */
+const parts = new Set((process.env.BENCH_PARTS ?? 'throughput,concurrency,roundtrips,breakdown').split(',').map((p) => p.trim()));
 /** BENCH_ROWS=rd,field,… picks throughput rows by id (all by default); Remove Duplicates (`rd`) always runs, as the baseline. */
 const ROWS = process.env.BENCH_ROWS ? new Set(['rd', ...process.env.BENCH_ROWS.split(',').map((r) => r.trim())]) : null;
+/**
+ * BENCH_QUIESCE=0 skips the CHECKPOINT and VACUUM before each timed run (see quiesce): users do
+ * not vacuum before each execution, so the report gives the figures both ways.
+ */
+const QUIESCE = process.env.BENCH_QUIESCE !== '0';
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const table = `bench_h2h_${Date.now().toString(36)}`;
 /**
@@ -78,14 +86,14 @@ const removeDuplicates = (extra: object = {}, dedupeValue = '={{ $json.id }}') =
 		extra,
 	);
 
-const dedupeGate = (namespace: string, key: object, credentialId: string, mode: 'seen' | 'lease' = 'seen') =>
+const dedupeGate = (namespace: string, key: object, credentialId: string, mode: 'seen' | 'lease' = 'seen', backend: 'postgres' | 'redis' = 'postgres') =>
 	node(
 		'Under Test',
 		'n8n-nodes-idempotency.dedupeGate',
 		1,
 		[440, 0],
-		{ mode, options: { namespace }, ...key },
-		{ credentials: { idempotencyPostgresApi: { id: credentialId, name: 'Ledger' } } },
+		{ ...(backend === 'redis' ? { backend } : {}), mode, options: { namespace }, ...key },
+		{ credentials: { [backend === 'redis' ? 'idempotencyRedisApi' : 'idempotencyPostgresApi']: { id: credentialId, name: 'Ledger' } } },
 	);
 
 function manualWorkflow(name: string, underTest: object): WorkflowJson {
@@ -135,6 +143,7 @@ const fmt = (n: number) => n.toLocaleString('en-US');
  * node's timing. Done before every run, Remove Duplicates' included.
  */
 async function quiesce() {
+	if (!QUIESCE) return;
 	const db = new Client({ connectionString: DATABASE_URL });
 	await db.connect();
 	try {
@@ -145,11 +154,12 @@ async function quiesce() {
 	}
 }
 
-async function throughput(n8n: N8nInstance, credentialId: string) {
+async function throughput(n8n: N8nInstance, credentialId: string, redisCredentialId: string) {
 	const variants = (
 		[
 			['rd', 'Remove Duplicates v2, `={{ $json.id }}` (baseline)', () => removeDuplicates()],
 			['field', 'Dedupe Gate, Key From: Field Name `id`', (r) => dedupeGate(`h2h-field-${r}`, { keySource: 'field', keyField: 'id' }, credentialId)],
+			['redis', 'Dedupe Gate on Redis, Key From: Field Name `id`', (r) => dedupeGate(`h2h-redis-${r}`, { keySource: 'field', keyField: 'id' }, redisCredentialId, 'seen', 'redis')],
 			['fast', 'Dedupe Gate, `={{ $json.id }}` (fast path)', (r) => dedupeGate(`h2h-fast-${r}`, { keySource: 'expression', keyExpression: '={{ $json.id }}' }, credentialId)],
 			['paired', "Dedupe Gate, `={{ $('Items').item.json.id }}` (read from the paired item)", (r) => dedupeGate(`h2h-paired-${r}`, { keySource: 'expression', keyExpression: PAIRED_PATH_KEY }, credentialId)],
 			['batched', "Dedupe Gate, `={{ 'k-' + $json.id }}` (engine path, batched)", (r) => dedupeGate(`h2h-engine-${r}`, { keySource: 'expression', keyExpression: ENGINE_KEY }, credentialId)],
@@ -173,7 +183,7 @@ async function throughput(n8n: N8nInstance, credentialId: string) {
 			const outs: number[] = [];
 			for (const times of [rows[v].first, rows[v].dup]) {
 				await quiesce();
-				const { run: result } = await n8n.executeCli(id);
+				const { run: result } = await n8n.executeCli(id, { env: { N8N_LOG_LEVEL: 'info' } });
 				times.push(nodeExecutionTime(result, 'Under Test'));
 				outs.push(nodeOutput(result, 'Under Test', 0).length);
 			}
@@ -183,7 +193,9 @@ async function throughput(n8n: N8nInstance, credentialId: string) {
 	}
 	const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 	const [base] = rows;
-	console.log(`\n### Throughput: ${fmt(ITEMS)} items, each node's own executionTime, median of ${ROUNDS} rounds\n`);
+	console.log(
+		`\n### Throughput: ${fmt(ITEMS)} items, each node's own executionTime, median of ${ROUNDS} rounds, ${QUIESCE ? 'CHECKPOINT and VACUUM before each timed run' : 'no CHECKPOINT or VACUUM between runs (BENCH_QUIESCE=0)'}\n`,
+	);
 	console.log('| node | first sight | × Remove Duplicates | all duplicates | × Remove Duplicates | every round, first / duplicates (ms) | items let through (run 1 / run 2) |');
 	console.log('|---|---:|---:|---:|---:|---|---|');
 	for (const r of rows) {
@@ -236,6 +248,96 @@ async function concurrency(n8n: N8nInstance, credentialId: string) {
 	if (errors.length) console.log(`\nFailed executions, as n8n recorded them:\n\n${errors.map((e) => `- ${e}`).join('\n')}`);
 }
 
+/** The gate's own account of its time (its debug log line, see nodes/DedupeGate/execute.ts). */
+const GATE_TIMES = /Dedupe Gate "Under Test": (\d+) items in ([\d.]+) ms: keys and fingerprints ([\d.]+) ms, ledger open ([\d.]+) ms, claim ([\d.]+) ms, routing ([\d.]+) ms/g;
+const PHASES = ['total', 'keys and fingerprints', 'ledger open', 'claim', 'routing'];
+const lastGateTimes = (log: string): number[] => {
+	const all = [...log.matchAll(GATE_TIMES)];
+	if (all.length === 0) throw new Error('the gate logged no timings: is N8N_LOG_LEVEL=debug reaching it?');
+	return all[all.length - 1].slice(2).map(Number);
+};
+
+/**
+ * Where the gate's time goes, on a fresh `n8n execute` (a new process each run, as in the
+ * throughput part) and in a warm n8n answering webhooks (the main process, second and later
+ * executions). Each run is the Field Name row on 10,000 items, first sight then all duplicates.
+ * Beside it: the claim statement alone on the server (EXPLAIN ANALYZE of one 5,000-key chunk),
+ * and loading the package's modules in a fresh Node.
+ */
+async function breakdown(n8n: N8nInstance, credentialId: string) {
+	const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+	const rows: Array<{ label: string; runs: number[][] }> = [];
+	const cold = { first: [] as number[][], dup: [] as number[][] };
+	for (let round = 1; round <= ROUNDS; round++) {
+		const { id } = await n8n.createWorkflow(manualWorkflow(`breakdown #${round}`, dedupeGate(`h2h-breakdown-${round}`, { keySource: 'field', keyField: 'id' }, credentialId)));
+		for (const times of [cold.first, cold.dup]) {
+			await quiesce();
+			// At debug level n8n prints the run as a log line, not raw JSON: only the exit code counts here.
+			const cli = await n8n.executeCli(id, { env: { N8N_LOG_LEVEL: 'debug' }, allowFailure: true });
+			if (cli.exitCode !== 0) throw new Error(`n8n execute failed (exit ${cli.exitCode}): ${cli.stderr.slice(-500)}`);
+			times.push([...lastGateTimes(cli.stdout + cli.stderr), cli.ms]);
+		}
+	}
+	rows.push({ label: 'fresh `n8n execute`, first sight', runs: cold.first }, { label: 'fresh `n8n execute`, all duplicates', runs: cold.dup });
+	const warm = { first: [] as number[][], dup: [] as number[][] };
+	const path = `h2h-breakdown-${Date.now().toString(36)}`;
+	await n8n.deploy(webhookWorkflow('breakdown, warm', path, dedupeGate(`h2h-breakdown-warm-${Date.now().toString(36)}`, { keySource: 'field', keyField: 'id' }, credentialId)));
+	// One execution first, so that the timed ones find the package loaded and the pool open.
+	await n8n.post(path, { ids: ['warm-up'] });
+	for (let round = 1; round <= ROUNDS; round++) {
+		const ids = Array.from({ length: ITEMS }, (_, i) => `warm_${round}_${i}`);
+		for (const times of [warm.first, warm.dup]) {
+			await quiesce();
+			const res = await n8n.post(path, { ids }, { timeoutMs: 5 * 60_000 });
+			if (res.status !== 200) throw new Error(`warm breakdown run failed: HTTP ${res.status} ${res.text.slice(0, 300)}`);
+			times.push(lastGateTimes(fs.readFileSync(n8n.logFile, 'utf8')));
+		}
+	}
+	rows.push({ label: 'warm webhook process, first sight', runs: warm.first }, { label: 'warm webhook process, all duplicates', runs: warm.dup });
+	console.log(`\n### Where the gate's time goes: Field Name \`id\`, ${fmt(ITEMS)} items, the gate's debug log, median of ${ROUNDS} rounds (ms)\n`);
+	console.log(`| run | ${PHASES.join(' | ')} | \`n8n execute\` process, start to exit |`);
+	console.log(`|---|${PHASES.map(() => '---:|').join('')}---:|`);
+	for (const { label, runs } of rows) {
+		const cells = PHASES.map((_, i) => median(runs.map((r) => r[i])).toFixed(1));
+		const wall = runs[0].length > PHASES.length ? fmt(Math.round(median(runs.map((r) => r[PHASES.length])))) : '';
+		console.log(`| ${label} | ${cells.join(' | ')} | ${wall} |`);
+	}
+	await serverSide();
+	moduleLoad(n8n);
+}
+
+/** The claim statement alone on the server: EXPLAIN ANALYZE of one 5,000-key chunk, new keys, then the same keys again. */
+async function serverSide() {
+	const pool = new Pool({ connectionString: DATABASE_URL, max: 1 });
+	try {
+		const ledger = new PostgresLedger({ pool, table });
+		const statement = (ledger as unknown as { sql: { claim: string } }).sql.claim;
+		const keys = JSON.stringify(Array.from({ length: 5_000 }, (_, i) => `server_${i}`).sort());
+		const fingerprints = JSON.stringify(Array.from({ length: 5_000 }, (_, i) => createHash('sha256').update(String(i)).digest('hex')));
+		const times: number[] = [];
+		for (const namespace of ['h2h-server', 'h2h-server']) {
+			await quiesce();
+			const plan = await pool.query(`EXPLAIN (ANALYZE, TIMING OFF) ${statement}`, ['[]', keys, '[]', fingerprints, '[]', 'in_progress', 'bench', 600_000, 86_400_000, 'lease', false, namespace, '']);
+			times.push(Number(/Execution Time: ([\d.]+)/.exec(plan.rows.map((r) => r['QUERY PLAN']).join('\n'))![1]));
+		}
+		console.log(`\nThe claim statement on the server, one 5,000-key chunk (EXPLAIN ANALYZE): ${times[0].toFixed(1)} ms new keys, ${times[1].toFixed(1)} ms the same keys again. The gate sends 10,000 keys as two such statements side by side.`);
+	} finally {
+		await pool.end();
+	}
+}
+
+/** Loading the package's Dedupe Gate module (and the drivers it requires) in a fresh Node, as n8n's Node runs it. */
+function moduleLoad(n8n: N8nInstance) {
+	const installed = `${n8n.userFolder}/.n8n/nodes/node_modules/n8n-nodes-idempotency/dist/nodes/DedupeGate/DedupeGate.node.js`;
+	const script = `const t = performance.now(); require(${JSON.stringify(installed)}); process.stdout.write(String(performance.now() - t));`;
+	// n8n-workflow is n8n's own copy, as n8n resolves it for community packages.
+	const n8nModules = n8n.runtime.n8nBin.slice(0, n8n.runtime.n8nBin.lastIndexOf('/node_modules/') + '/node_modules'.length);
+	const env = { ...process.env, NODE_PATH: n8nModules };
+	const runs = Array.from({ length: 5 }, () => Number(execFileSync(n8n.runtime.nodeBin, ['-e', script], { cwd: `${n8n.userFolder}/.n8n/nodes`, encoding: 'utf8', env })));
+	runs.sort((a, b) => a - b);
+	console.log(`Loading the Dedupe Gate module and what it requires (pg, n8n-workflow) in a fresh Node: ${runs[2].toFixed(0)} ms (median of 5).`);
+}
+
 async function roundTrips(n8n: N8nInstance) {
 	const proxy = await countingPostgresProxy();
 	try {
@@ -269,7 +371,8 @@ async function roundTrips(n8n: N8nInstance) {
 
 async function main() {
 	const runtime = await ensureRuntime();
-	const n8n = await startN8n({ withPackage: true });
+	// The warm part of the breakdown reads the gate's debug line from the main process's log.
+	const n8n = await startN8n({ withPackage: true, env: parts.has('breakdown') ? { N8N_LOG_LEVEL: 'debug' } : {} });
 	try {
 		await n8n.setupOwner();
 		await n8n.createApiKey();
@@ -285,15 +388,39 @@ async function main() {
 		await new PostgresLedger({ pool: setup, table }).ensureSchema();
 		await setup.end();
 		console.log(`## npm run bench:n8n — n8n ${runtime.version} on Node ${execFileSync(n8n.runtime.nodeBin, ["-v"], { encoding: "utf8" }).trim()} (${n8n.runtime.nodeBin}), expression engine: ${process.env.N8N_EXPRESSION_ENGINE ?? "n8n's default"}, ${new Date().toISOString()}`);
-		if (parts.has('throughput')) await throughput(n8n, credential.id);
+		const redis = new URL(REDIS_URL);
+		const redisCredential = await n8n.createCredential({
+			name: 'Ledger on Redis',
+			type: 'idempotencyRedisApi',
+			data: { host: redis.hostname, port: Number(redis.port || 6379), password: decodeURIComponent(redis.password), database: 0, prefix: table },
+		});
+		if (parts.has('throughput')) await throughput(n8n, credential.id, redisCredential.id);
 		if (parts.has('concurrency')) await concurrency(n8n, credential.id);
 		if (parts.has('roundtrips')) await roundTrips(n8n);
+		if (parts.has('breakdown')) await breakdown(n8n, credential.id);
 	} finally {
 		await n8n.stop();
+		await dropRedisKeys();
 		const db = new Client({ connectionString: DATABASE_URL });
 		await db.connect();
 		for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) await db.query(`DROP TABLE IF EXISTS ${table}${suffix}`);
 		await db.end();
+	}
+}
+
+/** The Redis row's keys all start with this run's prefix (the table name). */
+async function dropRedisKeys() {
+	const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+	try {
+		await redis.connect();
+		let cursor = '0';
+		do {
+			const [next, found] = await redis.scan(cursor, 'MATCH', `${table}*`, 'COUNT', 1000);
+			if (found.length) await redis.del(...found);
+			cursor = next;
+		} while (cursor !== '0');
+	} finally {
+		redis.disconnect();
 	}
 }
 
