@@ -4,6 +4,24 @@ import { freshPostgresLedger, newPool, uniqueTable } from '../support/db';
 
 describeLedgerContract('PostgreSQL', freshPostgresLedger);
 
+describe('PostgreSQL ledger: the webhook case', () => {
+	test('a one-key claim is one statement, new or duplicate, whatever its namespace and step', async () => {
+		const fx = await freshPostgresLedger();
+		try {
+			await fx.ledger.ensureSchema();
+			const lease = { mode: 'lease' as const, holder: 'run-1', leaseMs: 60_000, ttlMs: 86_400_000 };
+			for (const [step, expected] of [['', 'claimed'], ['', 'in_progress'], ['email', 'claimed']] as const) {
+				const before = fx.ledger.roundTrips;
+				const [outcome] = await fx.ledger.claim([{ namespace: 'one', key: 'evt_1', step, fingerprint: 'f' }], lease);
+				expect(outcome.kind).toBe(expected);
+				expect(fx.ledger.roundTrips - before).toBe(1);
+			}
+		} finally {
+			await fx.dispose();
+		}
+	});
+});
+
 describe('PostgreSQL ledger: background purge', () => {
 	test('a claim triggers a bounded purge of expired rows once the interval has passed', async () => {
 		const pool = newPool(2);
