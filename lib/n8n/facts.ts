@@ -1,4 +1,4 @@
-import type { IDataObject } from 'n8n-workflow';
+import type { IDataObject, INodeExecutionData } from 'n8n-workflow';
 
 import type { LedgerRecord } from '../ledger/types';
 import { isTestNamespace } from './testRuns';
@@ -20,6 +20,13 @@ export function withFactsField(json: IDataObject, facts: IDataObject): IDataObje
 	copy[FACTS_FIELD] = facts;
 	return copy;
 }
+
+/** An input item passed on with its facts: its binary data kept, paired with input item `index`. */
+export const itemWithFacts = (item: INodeExecutionData, index: number, facts: IDataObject): INodeExecutionData => ({
+	json: withFactsField(item.json, facts),
+	...(item.binary ? { binary: item.binary } : {}),
+	pairedItem: { item: index },
+});
 
 export type Outcome = 'new' | 'duplicate' | 'in_progress' | 'mismatch' | 'unverified';
 

@@ -6,7 +6,7 @@ import { LedgerInputError } from '../../lib/ledger/errors';
 import { assertKey, assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { atExecutionEnd, canActAtExecutionEnd } from '../../lib/n8n/executionEnd';
-import { factsOf, inProgressReason, type Outcome, withFactsField } from '../../lib/n8n/facts';
+import { factsOf, inProgressReason, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import {
 	fieldSource,
 	formatPath,
@@ -203,12 +203,6 @@ function readConfig(ctx: IExecuteFunctions): GateConfig {
 	};
 }
 
-const withFacts = (item: INodeExecutionData, index: number, facts: IDataObject): INodeExecutionData => ({
-	json: withFactsField(item.json, facts),
-	...(item.binary ? { binary: item.binary } : {}),
-	pairedItem: { item: index },
-});
-
 export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	const started = performance.now();
 	const items = this.getInputData();
@@ -259,7 +253,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 		this.addExecutionHints(skippedLedgerHint('every item went to New without a duplicate check'));
 		requestItem.forEach((index, r) => {
 			const q = requests[r];
-			outputs[NEW].push(withFacts(items[index], index, factsOf('unverified', q.namespace, q.key, q.step, null)));
+			outputs[NEW].push(itemWithFacts(items[index], index, factsOf('unverified', q.namespace, q.key, q.step, null)));
 		});
 		return outputs;
 	}
@@ -287,7 +281,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			});
 			requestItem.forEach((index, r) => {
 				const q = requests[r];
-				outputs[NEW].push(withFacts(items[index], index, factsOf('unverified', q.namespace, q.key, q.step, null)));
+				outputs[NEW].push(itemWithFacts(items[index], index, factsOf('unverified', q.namespace, q.key, q.step, null)));
 			});
 			return outputs;
 		}
@@ -317,7 +311,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 		const facts = factsOf(outcome, q.namespace, q.key, q.step, record);
 		if (outcome === 'new') facts.doneWhen = doneWhen;
 		else if (outcome === 'in_progress') facts.reason = inProgressReason(record, holder, timeZone);
-		outputs[output].push(withFacts(items[index], index, facts));
+		outputs[output].push(itemWithFacts(items[index], index, facts));
 	};
 
 	for (let r = 0; r < outcomes.length; r++) {

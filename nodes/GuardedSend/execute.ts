@@ -28,7 +28,7 @@ import { assertStep } from '../../lib/ledger/validate';
 import { forEachLimit } from '../../lib/n8n/channels/limit';
 import { deliver, type RetryPolicy, type Verdict } from '../../lib/n8n/channels/retry';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
-import { factsOf, type Outcome, withFactsField } from '../../lib/n8n/facts';
+import { factsOf, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
 import { readDurationOption } from '../../lib/n8n/scope';
@@ -501,11 +501,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 				outputs[r.output].push(failedItem(node, item, i, r.error));
 				continue;
 			}
-			outputs[r.output].push({
-				json: withFactsField(item.json, r.facts),
-				...(item.binary ? { binary: item.binary } : {}),
-				pairedItem: { item: i },
-			});
+			outputs[r.output].push(itemWithFacts(item, i, r.facts));
 		}
 		return outputs;
 	}

@@ -5,7 +5,7 @@ import type { RecordOutcome, RecordRequest, Status } from '../../lib/ledger/type
 import { UNIT_STEP } from '../../lib/ledger/types';
 import { assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
-import { FACTS_FIELD, factsOf, type Outcome, withFactsField } from '../../lib/n8n/facts';
+import { FACTS_FIELD, factsOf, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { parseJson } from '../GuardedSend/params';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
@@ -166,11 +166,7 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 		const facts: IDataObject = { ...factsOf('recorded' as Outcome, q.namespace, q.key, q.step, record.record) };
 		delete facts.result;
 		if (unit?.kind === 'written') facts.unitStatus = unit.record.status;
-		out[index] = {
-			json: withFactsField(items[index].json, facts),
-			...(items[index].binary ? { binary: items[index].binary } : {}),
-			pairedItem: { item: index },
-		};
+		out[index] = itemWithFacts(items[index], index, facts);
 	}
 	return [out.filter((x): x is INodeExecutionData => x !== undefined)];
 }

@@ -5,7 +5,7 @@ import { sha256 } from '../../lib/ledger/fingerprint';
 import type { PromptEnvelope } from '../../lib/ledger/promptHash';
 import type { LedgerRecord } from '../../lib/ledger/types';
 import { MAX_NAMESPACE_LENGTH } from '../../lib/ledger/validate';
-import { FACTS_FIELD, factsOf, PROMPT_CACHE_STEP, withFactsField } from '../../lib/n8n/facts';
+import { FACTS_FIELD, factsOf, itemWithFacts, PROMPT_CACHE_STEP } from '../../lib/n8n/facts';
 import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
 
 /** Ledger step of a cache entry. The key is the prompt hash. */
@@ -78,11 +78,6 @@ export const seconds = (ms: number) => Math.max(0, Math.round(ms / 100) / 10);
 
 const SKIPPED_REASON = 'Editor test run: the ledger was skipped';
 
-const withCacheFacts = (item: INodeExecutionData, index: number, facts: IDataObject): INodeExecutionData => ({
-	json: withFactsField(item.json, facts),
-	...(item.binary ? { binary: item.binary } : {}),
-	pairedItem: { item: index },
-});
 
 /**
  * Lookup in an editor test run set to "Skip the Ledger": the hashed items go to Miss (output 1 of
@@ -106,7 +101,7 @@ export function skippedLookup(
 			hashOnly,
 			...(hashOnly ? {} : { prompt: row.envelope as unknown as IDataObject }),
 		});
-		outputs[1].push(withCacheFacts(items[row.index], row.index, facts));
+		outputs[1].push(itemWithFacts(items[row.index], row.index, facts));
 	}
 	return outputs;
 }
@@ -125,7 +120,7 @@ export function skippedStore(
 	if (testRunPolicy(ctx).choice !== 'skip') return null;
 	if (targets.length > 0) ctx.addExecutionHints(skippedLedgerHint('no answer was stored'));
 	for (const { index, target } of targets) {
-		results[index] = withCacheFacts(items[index], index, cacheFacts('not_stored', target.namespace, target.hash, null, { reason: SKIPPED_REASON }));
+		results[index] = itemWithFacts(items[index], index, cacheFacts('not_stored', target.namespace, target.hash, null, { reason: SKIPPED_REASON }));
 	}
 	return [results.filter((r): r is INodeExecutionData => r !== undefined)];
 }

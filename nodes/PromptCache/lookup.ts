@@ -6,7 +6,7 @@ import { LedgerInputError } from '../../lib/ledger/errors';
 import { inputFromRequestBody, promptHash, type PromptEnvelope, type PromptInput } from '../../lib/ledger/promptHash';
 import type { ClaimOptions, ClaimOutcome, ClaimRequest, Ledger, LedgerRecord } from '../../lib/ledger/types';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
-import { withFactsField } from '../../lib/n8n/facts';
+import { itemWithFacts, withFactsField } from '../../lib/n8n/facts';
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader, readDurationOption } from '../../lib/n8n/scope';
@@ -307,11 +307,7 @@ function missItem(item: INodeExecutionData, index: number, row: Row, fate: Extra
 		hashOnly,
 		...(hashOnly ? {} : { prompt: row.envelope as unknown as IDataObject }),
 	});
-	return {
-		json: withFactsField(item.json, facts),
-		...(item.binary ? { binary: item.binary } : {}),
-		pairedItem: { item: index },
-	};
+	return itemWithFacts(item, index, facts);
 }
 
 export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {

@@ -11,7 +11,7 @@ import type {
 import { LedgerInputError } from '../../lib/ledger/errors';
 import type { LedgerRecord, RecordRequest } from '../../lib/ledger/types';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
-import { FACTS_FIELD, withFactsField } from '../../lib/n8n/facts';
+import { FACTS_FIELD, itemWithFacts } from '../../lib/n8n/facts';
 import { formatPath, parameterSource, parseFieldPath, readPath, type PathSegment } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader, readDurationOption } from '../../lib/n8n/scope';
@@ -204,11 +204,7 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 		if (!continueOnFail) throw nodeError;
 		results[index] = failedItem(node, items[index], index, nodeError);
 	};
-	const passOn = (index: number, facts: IDataObject): INodeExecutionData => ({
-		json: withFactsField(items[index].json, facts),
-		...(items[index].binary ? { binary: items[index].binary } : {}),
-		pairedItem: { item: index },
-	});
+	const passOn = (index: number, facts: IDataObject): INodeExecutionData => itemWithFacts(items[index], index, facts);
 
 	const pending: Pending[] = [];
 	const failed: Array<{ index: number; target: Target }> = [];
