@@ -49,6 +49,9 @@ async function settleAll(work: Array<Promise<void>>): Promise<void> {
 	if (failed) throw failed.reason;
 }
 
+/** SQL: a timestamptz as epoch milliseconds, exact to the microsecond (extract() is numeric). */
+const epochMs = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
+
 /** Columns of a record, with timestamps as epoch milliseconds (cheaper to parse than timestamptz). */
 const recordColumns = (a: string, p = '') =>
 	[
@@ -57,23 +60,20 @@ const recordColumns = (a: string, p = '') =>
 		`${a}.step AS ${p}step`,
 		`${a}.status AS ${p}status`,
 		`${a}.lease_holder AS ${p}lease_holder`,
-		`(extract(epoch FROM ${a}.lease_expires_at) * 1000)::float8 AS ${p}lease_expires_at`,
+		`${epochMs(`${a}.lease_expires_at`)} AS ${p}lease_expires_at`,
 		`${a}.fingerprint AS ${p}fingerprint`,
 		`${a}.version AS ${p}version`,
 		`${a}.external_id AS ${p}external_id`,
 		`${a}.result AS ${p}result`,
 		`${a}.attempts AS ${p}attempts`,
 		`${a}.previous_status AS ${p}previous_status`,
-		`(extract(epoch FROM ${a}.first_seen_at) * 1000)::float8 AS ${p}first_seen_at`,
-		`(extract(epoch FROM ${a}.updated_at) * 1000)::float8 AS ${p}updated_at`,
-		`(extract(epoch FROM ${a}.expires_at) * 1000)::float8 AS ${p}expires_at`,
+		`${epochMs(`${a}.first_seen_at`)} AS ${p}first_seen_at`,
+		`${epochMs(`${a}.updated_at`)} AS ${p}updated_at`,
+		`${epochMs(`${a}.expires_at`)} AS ${p}expires_at`,
 		`${a}.phase AS ${p}phase`,
 		`${leaseRemaining(a)} AS ${p}lease_remaining_ms`,
 		`${a}.fence AS ${p}fence`,
 	].join(', ');
-
-/** SQL: a timestamptz as epoch milliseconds, exact to the microsecond (extract() is numeric). */
-const epochMs = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
 
 /** SQL: milliseconds left on a row's lease by the server's clock; null without a lease, 0 once lapsed. */
 const leaseRemaining = (a: string) =>
@@ -483,7 +483,7 @@ blocked AS (
 -- the blocked rows by input position, and the unresolved positions only when there are any.
 -- Nothing per row for the common case, and no join of 10,000 claimed rows back to the input.
 SELECT
-	(extract(epoch FROM now()) * 1000)::float8 AS now,
+	${epochMs('now()')} AS now,
 	(SELECT fence FROM token) AS fence,
 	(SELECT coalesce(json_agg(json_build_array(c.namespace, c.key, c.step, c.attempts, c.previous_status,
 		c.external_id, c.result, ${epochMs('c.first_seen_at')}, ${epochMs('c.updated_at')}, c.previous_phase, ${epochMs('c.expires_at')}, c.phase)), '[]')
@@ -891,7 +891,7 @@ SELECT step, status, phase, action, reason FROM decided ORDER BY step`;
 	async stats(namespace: string): Promise<NamespaceStats> {
 		await this.ensureSchema();
 		const rows = await this.query(
-			`SELECT s.status, s.n, s.stuck, (extract(epoch FROM s.oldest) * 1000)::float8 AS oldest,
+			`SELECT s.status, s.n, s.stuck, ${epochMs('s.oldest')} AS oldest,
 				(SELECT duplicates_blocked FROM ${this.t.counters} WHERE namespace = $1)::float8 AS blocked
 			 FROM (SELECT NULL::text AS status, 0::int AS n, 0::int AS stuck, NULL::timestamptz AS oldest
 			       UNION ALL
