@@ -57,6 +57,8 @@ export interface PromptEnvelope {
 export interface PromptHash {
 	hash: string;
 	envelope: PromptEnvelope;
+	/** What went into the key, one readable line each (see keyReceipt). */
+	receipt: string[];
 }
 
 /** Parameters that change the answer, by canonical name, with every spelling we accept. */
@@ -247,7 +249,19 @@ function toNumber(value: unknown, name: string): number {
 
 const snake = (name: string) => name.replace(/([a-z0-9])([A-Z])/g, '$1_$2').replace(/[-\s]+/g, '_').toLowerCase();
 
-function normalizeParameters(input: Record<string, unknown>, extraIgnored: Set<string>): Record<string, unknown> {
+/** What the normalization left out of the key or renamed, for the key receipt. */
+interface LeftOut {
+	/** Parameters that never change the answer (IGNORED_PARAMETERS), as the request spelled them. */
+	always: string[];
+	/** Parameters the caller chose to ignore, as the request spelled them. */
+	chosen: string[];
+	/** Defaults that change nothing (`n: 1`, a plain-text response format). */
+	defaults: string[];
+	/** Spellings unified under one name, e.g. `maxTokens → max_tokens`. */
+	renamed: string[];
+}
+
+function normalizeParameters(input: Record<string, unknown>, extraIgnored: Set<string>, leftOut: LeftOut): Record<string, unknown> {
 	const params: Record<string, unknown> = {};
 	const source: Record<string, unknown> = { ...input };
 	// Responses API: text.format is the response format; reasoning.effort is the reasoning effort.
@@ -263,11 +277,17 @@ function normalizeParameters(input: Record<string, unknown>, extraIgnored: Set<s
 	}
 	for (const [rawName, rawValue] of Object.entries(source)) {
 		const folded = fold(rawName);
-		if (IGNORED.has(folded) || extraIgnored.has(folded) || PROMPT_FIELDS.has(folded)) continue;
-		if (rawValue === undefined || rawValue === null || rawValue === '') continue;
+		if (PROMPT_FIELDS.has(folded) || rawValue === undefined || rawValue === null || rawValue === '') continue;
+		if (IGNORED.has(folded)) {
+			leftOut.always.push(rawName);
+			continue;
+		}
 		const canonical = ALIAS_TO_CANONICAL.get(folded);
 		const name = canonical ?? snake(rawName);
-		if (extraIgnored.has(fold(name))) continue;
+		if (extraIgnored.has(folded) || extraIgnored.has(fold(name))) {
+			leftOut.chosen.push(rawName);
+			continue;
+		}
 		let value: unknown;
 		switch (canonical ? ANSWER_PARAMETERS[canonical].kind : 'json') {
 			case 'number':
@@ -281,9 +301,15 @@ function normalizeParameters(input: Record<string, unknown>, extraIgnored: Set<s
 				value = parseMaybeJson(rawValue, `model parameter "${rawName}"`);
 				if (Array.isArray(value) && value.length === 0) continue;
 		}
-		if (name === 'n' && value === 1) continue;
+		if (name === 'n' && value === 1) {
+			leftOut.defaults.push('n: 1');
+			continue;
+		}
 		if (name === 'response_format') {
-			if (value === 'text' || (isObject(value) && value.type === 'text' && Object.keys(value).length === 1)) continue;
+			if (value === 'text' || (isObject(value) && value.type === 'text' && Object.keys(value).length === 1)) {
+				leftOut.defaults.push('response format: text');
+				continue;
+			}
 			if (typeof value === 'string') value = { type: value };
 		}
 		if (name in params && canonical === undefined) {
@@ -296,6 +322,7 @@ function normalizeParameters(input: Record<string, unknown>, extraIgnored: Set<s
 			continue;
 		}
 		params[name] = value;
+		if (name !== rawName) leftOut.renamed.push(`${rawName} → ${name}`);
 	}
 	return params;
 }
@@ -339,6 +366,10 @@ function write(value: unknown): string | undefined {
 
 /** The normalized envelope of one request. Throws LedgerInputError with a readable reason. */
 export function promptEnvelope(input: PromptInput): PromptEnvelope {
+	return normalizedRequest(input).envelope;
+}
+
+function normalizedRequest(input: PromptInput): { envelope: PromptEnvelope; leftOut: LeftOut } {
 	if (typeof input.model !== 'string' || input.model.trim() === '') {
 		throw bad(
 			input.model === undefined || input.model === null || input.model === '' ? 'The model is missing' : `The model must be text, not ${JSON.stringify(input.model)}`,
@@ -369,12 +400,14 @@ export function promptEnvelope(input: PromptInput): PromptEnvelope {
 		);
 	}
 	const ignore = new Set((input.ignore ?? []).map((name) => fold(name.trim())).filter(Boolean));
-	return {
+	const leftOut: LeftOut = { always: [], chosen: [], defaults: [], renamed: [] };
+	const envelope: PromptEnvelope = {
 		v: PROMPT_HASH_VERSION,
 		model: input.model.trim(),
 		messages,
-		params: normalizeParameters(input.parameters ?? {}, ignore),
+		params: normalizeParameters(input.parameters ?? {}, ignore, leftOut),
 	};
+	return { envelope, leftOut };
 }
 
 /** SHA-256 (hex) of the canonical envelope. */
@@ -383,8 +416,57 @@ export function hashEnvelope(envelope: PromptEnvelope): string {
 }
 
 export function promptHash(input: PromptInput): PromptHash {
-	const envelope = promptEnvelope(input);
-	return { hash: hashEnvelope(envelope), envelope };
+	const { envelope, leftOut } = normalizedRequest(input);
+	return { hash: hashEnvelope(envelope), envelope, receipt: keyReceipt(envelope, leftOut, input.ignore ?? []) };
+}
+
+/** Parameters the receipt names on lines of their own, with what they mean. */
+const RECEIPT_PARTS: Array<[param: string, label: string, summary: (value: unknown) => string]> = [
+	['tools', 'tools', (v) => (Array.isArray(v) ? `${v.length}: ${v.map(toolName).join(', ')}` : 'given')],
+	['tool_choice', 'tool choice', (v) => short(canonicalJson(v))],
+	['response_format', 'response format', (v) => (isObject(v) && typeof v.type === 'string' ? v.type : short(canonicalJson(v)))],
+];
+
+function toolName(tool: unknown): string {
+	if (!isObject(tool)) return '?';
+	const fn = isObject(tool.function) ? tool.function : tool;
+	return typeof fn.name === 'string' ? fn.name : typeof tool.type === 'string' ? tool.type : '?';
+}
+
+const short = (text: string) => (text.length > 80 ? `${text.slice(0, 77)}...` : text);
+
+/**
+ * The key receipt: what went into a prompt's key, one readable line each, so that a person can
+ * see why two requests share an answer or do not. It names the model, each parameter with its
+ * value, whether a system prompt, tools, tool choice and response format were part of the key,
+ * what was left out and why, the normalization, and the key version. It never holds prompt text.
+ */
+export function keyReceipt(envelope: PromptEnvelope, leftOut: LeftOut, chosenIgnore: string[]): string[] {
+	const roles = envelope.messages.filter((m) => m.role !== 'system').map((m) => m.role);
+	const system = envelope.messages.some((m) => m.role === 'system');
+	const lines = [
+		`key version ${envelope.v}: SHA-256 of the normalized request`,
+		`model: ${envelope.model}`,
+		`system prompt: ${system ? 'included' : 'none in the request'}`,
+		`messages: ${roles.length} (${roles.join(', ')})`,
+	];
+	const own = new Set(RECEIPT_PARTS.map(([param]) => param));
+	for (const [name, value] of Object.entries(envelope.params).sort(([a], [b]) => (a < b ? -1 : 1))) {
+		if (!own.has(name)) lines.push(`${name}: ${short(canonicalJson(value))}`);
+	}
+	const chosen = chosenIgnore.map((n) => n.trim()).filter(Boolean);
+	const chosenNames = new Set(chosen.map((n) => ALIAS_TO_CANONICAL.get(fold(n)) ?? snake(n)));
+	for (const [param, label, summary] of RECEIPT_PARTS) {
+		if (param in envelope.params) lines.push(`${label}: included (${summary(envelope.params[param])})`);
+		else lines.push(`${label}: ${chosenNames.has(param) ? 'ignored, your choice' : 'none in the request'}`);
+	}
+	if (chosen.length) lines.push(`ignored, your choice: ${chosen.join(', ')}`);
+	if (leftOut.always.length) lines.push(`left out, never changes the answer: ${leftOut.always.join(', ')}`);
+	if (leftOut.defaults.length) lines.push(`left out, a default that changes nothing: ${leftOut.defaults.join(', ')}`);
+	lines.push(
+		`normalized: text trimmed, line endings as \\n, a text-only content list as its text${leftOut.renamed.length ? `, names unified (${leftOut.renamed.join(', ')})` : ''}`,
+	);
+	return lines;
 }
 
 /**

@@ -372,3 +372,76 @@ describe('prompt hash: helpers', () => {
 		expect(JSON.stringify(envelope)).not.toMatch(/secret-user|x@y/);
 	});
 });
+
+describe('key receipt: what went into the key, readable', () => {
+	const chat: PromptInput = {
+		model: ' gpt-4o-mini ',
+		system: 'You are terse.',
+		messages: [
+			{ role: 'user', content: 'Weather in Oslo?' },
+			{ role: 'assistant', content: 'Checking.' },
+			{ role: 'user', content: 'Thanks' },
+		],
+		parameters: {
+			temperature: 0,
+			maxTokens: 50,
+			n: 1,
+			user: 'u-17',
+			stream: false,
+			seed: 7,
+			tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }, { type: 'function', function: { name: 'search' } }],
+			tool_choice: 'auto',
+			response_format: { type: 'json_object' },
+		},
+		ignore: ['seed'],
+	};
+
+	test('names the model, each parameter, the four parts, what was left out and why, the normalization and the key version', () => {
+		expect(promptHash(chat).receipt).toEqual([
+			'key version 1: SHA-256 of the normalized request',
+			'model: gpt-4o-mini',
+			'system prompt: included',
+			'messages: 3 (user, assistant, user)',
+			'max_tokens: 50',
+			'temperature: 0',
+			'tools: included (2: get_weather, search)',
+			'tool choice: included ("auto")',
+			'response format: included (json_object)',
+			'ignored, your choice: seed',
+			'left out, never changes the answer: user, stream',
+			'left out, a default that changes nothing: n: 1',
+			'normalized: text trimmed, line endings as \\n, a text-only content list as its text, names unified (maxTokens → max_tokens)',
+		]);
+	});
+
+	test('says "none in the request" for parts the request does not have, and "ignored" for a part the user chose to leave out', () => {
+		const receipt = promptHash({ model: 'm', prompt: 'hi', parameters: { tool_choice: 'none' }, ignore: ['toolChoice'] }).receipt;
+		expect(receipt).toEqual(
+			expect.arrayContaining(['system prompt: none in the request', 'tools: none in the request', 'tool choice: ignored, your choice', 'response format: none in the request']),
+		);
+	});
+
+	test('never holds prompt text, also for long parameter values', () => {
+		const receipt = promptHash({ ...chat, parameters: { ...chat.parameters, logit_bias: { x: 'y'.repeat(500) } } }).receipt;
+		const text = receipt.join('\n');
+		for (const secret of ['Weather in Oslo', 'You are terse', 'Checking', 'Thanks']) expect(text).not.toContain(secret);
+		expect(receipt.find((l) => l.startsWith('logit_bias: '))!.length).toBeLessThanOrEqual(92);
+	});
+
+	// Each part of the request that the receipt says is in the key must change the key: change
+	// only that part, and the hash (so the cache entry) differs.
+	test.each<[string, (input: PromptInput) => PromptInput]>([
+		['tools', (i) => ({ ...i, parameters: { ...i.parameters, tools: [{ type: 'function', function: { name: 'get_weather' } }] } })],
+		['tool choice', (i) => ({ ...i, parameters: { ...i.parameters, tool_choice: 'required' } })],
+		['response format', (i) => ({ ...i, parameters: { ...i.parameters, response_format: { type: 'json_schema', json_schema: { name: 'x' } } } })],
+		['system prompt', (i) => ({ ...i, system: 'You are verbose.' })],
+		['model', (i) => ({ ...i, model: 'gpt-4o' })],
+		['a parameter', (i) => ({ ...i, parameters: { ...i.parameters, temperature: 0.5 } })],
+	])('changing only the %s changes the key', (_part, change) => {
+		expect(h(change(chat))).not.toBe(h(chat));
+	});
+
+	test('changing only an ignored or never-relevant field keeps the key, and the receipt says so', () => {
+		expect(h({ ...chat, parameters: { ...chat.parameters, seed: 8, user: 'u-99', stream: true } })).toBe(h(chat));
+	});
+});
