@@ -214,6 +214,23 @@ export interface Checkpoint {
 	updatedBy: string | null;
 }
 
+/** How many days a day's counters are kept (see `Ledger.addCounts`). */
+export const COUNTS_KEPT_DAYS = 400;
+
+/** Numbers to add to one namespace's counters for the current day. */
+export interface CountIncrement {
+	namespace: string;
+	/** Counter name → amount to add. Names match /^[A-Za-z][A-Za-z0-9_]{0,63}$/; amounts are finite numbers and may be fractional (money) or 0. */
+	counts: Record<string, number>;
+}
+
+/** One namespace's counters of one day. */
+export interface DailyCounts {
+	/** 'YYYY-MM-DD', the UTC day by the ledger's own clock (PostgreSQL now(), Redis TIME). */
+	day: string;
+	counts: Record<string, number>;
+}
+
 export interface Ledger {
 	/** Create or migrate the storage. Safe to call from many processes at once. */
 	ensureSchema(): Promise<void>;
@@ -239,7 +256,10 @@ export interface Ledger {
 	 * keeps its status and phase. Nothing that may have gone out is freed without a resolution.
 	 */
 	release(request: ReleaseRequest): Promise<ReleasedStep[]>;
-	/** Delete at most `limit` expired rows. Returns the number deleted. */
+	/**
+	 * Delete at most `limit` expired rows: ledger rows, and days of counters older than
+	 * COUNTS_KEPT_DAYS where the backend does not expire them itself. Returns the number deleted.
+	 */
 	purgeExpired(limit: number): Promise<number>;
 	stats(namespace: string): Promise<NamespaceStats>;
 	getCheckpoint(namespace: string, name: string): Promise<Checkpoint | null>;
@@ -250,6 +270,14 @@ export interface Ledger {
 		value: string,
 		options: { force: boolean; updatedBy: string | null },
 	): Promise<Checkpoint>;
+	/**
+	 * Add to today's counters (UTC day by the ledger's clock) of each namespace, all in one round trip
+	 * (one statement / one script or pipeline). Concurrent adds from many processes never lose each
+	 * other's counts. A day's counters are kept COUNTS_KEPT_DAYS days.
+	 */
+	addCounts(increments: CountIncrement[]): Promise<void>;
+	/** A namespace's counters for the last `days` days including today (by the ledger's clock), oldest day first; days with no counts are left out. */
+	readCounts(namespace: string, days: number): Promise<DailyCounts[]>;
 	/** Round trips made so far (for benchmarks and tests). */
 	readonly roundTrips: number;
 	close(): Promise<void>;

@@ -1,5 +1,5 @@
 import { LedgerInputError } from './errors';
-import type { RowId } from './types';
+import { COUNTS_KEPT_DAYS, type RowId } from './types';
 
 export const MAX_KEY_LENGTH = 512;
 export const MAX_NAMESPACE_LENGTH = 200;
@@ -74,4 +74,67 @@ export function assertPositive(value: number, what: string): number {
 		throw new LedgerInputError(`The ${what} must be a positive number, not ${value}`);
 	}
 	return value;
+}
+
+const COUNTER_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+
+/** How a value that should be an object looks in a message. */
+const shape = (value: unknown) =>
+	value === undefined ? 'nothing' : value === null ? 'null' : Array.isArray(value) ? 'a list' : `a ${typeof value}`;
+
+/**
+ * Checks every increment of an addCounts call before anything is written, and merges those of one
+ * namespace: one entry per namespace, in first-seen order, holding every (counter, amount) pair of
+ * the call in call order. The pairs are not summed here: the backends add them exactly
+ * (PostgreSQL numeric; Redis HINCRBYFLOAT), not in JavaScript floating point. A namespace with no
+ * counters is left out.
+ */
+export function countsByNamespace(increments: unknown): Map<string, Array<[name: string, amount: number]>> {
+	if (!Array.isArray(increments)) {
+		throw new LedgerInputError(
+			`The counts to add must be a list, but they are ${shape(increments)}`,
+			'Pass a list of { namespace, counts } entries, for example [{ namespace: "prompts", counts: { hits: 1 } }].',
+		);
+	}
+	const merged = new Map<string, Array<[string, number]>>();
+	increments.forEach((increment: unknown, i) => {
+		const { namespace, counts } = (increment ?? {}) as { namespace?: unknown; counts?: unknown };
+		assertNamespace(namespace);
+		if (typeof counts !== 'object' || counts === null || Array.isArray(counts)) {
+			throw new LedgerInputError(
+				`The counts of entry ${i + 1} (namespace ${JSON.stringify(namespace)}) must be an object of counter names and numbers, but they are ${shape(counts)}`,
+				'Pass counts such as { hits: 1, costUsd: 0.0042 }. Nothing was added.',
+			);
+		}
+		const pairs = merged.get(namespace as string) ?? [];
+		for (const [name, amount] of Object.entries(counts)) {
+			if (!COUNTER_NAME.test(name)) {
+				throw new LedgerInputError(
+					`The counter name ${JSON.stringify(name)} is not valid`,
+					'Use letters, digits and underscores only, start with a letter, and keep it to 64 characters (for example "cacheHits"). Nothing was added.',
+				);
+			}
+			if (typeof amount !== 'number' || !Number.isFinite(amount)) {
+				const shown = typeof amount === 'number' ? String(amount) : typeof amount === 'string' ? `the text ${JSON.stringify(amount)}` : shape(amount);
+				throw new LedgerInputError(
+					`The amount for the counter "${name}" must be a finite number, but it is ${shown}`,
+					'Pass a number such as 1 or 0.25 (0 and negative numbers are fine); NaN, Infinity and text are refused. Nothing was added.',
+				);
+			}
+			pairs.push([name, amount]);
+		}
+		if (pairs.length > 0) merged.set(namespace as string, pairs);
+	});
+	return merged;
+}
+
+/** The `days` of readCounts: a whole number from 1 (today only) to COUNTS_KEPT_DAYS. */
+export function assertCountDays(days: unknown): number {
+	if (typeof days !== 'number' || !Number.isInteger(days) || days < 1 || days > COUNTS_KEPT_DAYS) {
+		throw new LedgerInputError(
+			`The number of days to read must be a whole number from 1 to ${COUNTS_KEPT_DAYS}, not ${typeof days === 'number' ? days : shape(days)}`,
+			`Ask for 1 (today only) up to ${COUNTS_KEPT_DAYS} days: counters are kept ${COUNTS_KEPT_DAYS} days.`,
+		);
+	}
+	return days;
 }

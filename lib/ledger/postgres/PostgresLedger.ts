@@ -7,6 +7,8 @@ import type {
 	ClaimOptions,
 	ClaimOutcome,
 	ClaimRequest,
+	CountIncrement,
+	DailyCounts,
 	Ledger,
 	LedgerRecord,
 	ListFilter,
@@ -20,8 +22,8 @@ import type {
 	ReleasedStep,
 	Status,
 } from '../types';
-import { STATUSES } from '../types';
-import { assertIdentifier } from '../validate';
+import { COUNTS_KEPT_DAYS, STATUSES } from '../types';
+import { assertCountDays, assertIdentifier, assertNamespace, countsByNamespace } from '../validate';
 import { isRetryableConflict, timeoutsOf, toUnavailable, type Timeouts } from './errors';
 import { KEEP_UNTIL_RESOLVED, migrations, tableNames, type TableNames } from './schema';
 
@@ -51,6 +53,9 @@ async function settleAll(work: Array<Promise<void>>): Promise<void> {
 
 /** SQL: a timestamptz as epoch milliseconds, exact to the microsecond (extract() is numeric). */
 const epochMs = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
+
+/** SQL: today, the UTC day by the server's clock. */
+const TODAY = `(now() AT TIME ZONE 'UTC')::date`;
 
 /** Columns of a record, with timestamps as epoch milliseconds (cheaper to parse than timestamptz). */
 const recordColumns = (a: string, p = '') =>
@@ -298,7 +303,15 @@ export class PostgresLedger implements Ledger {
 	private trips = 0;
 	private readonly autoPurge: PostgresLedgerOptions['autoPurge'];
 	private lastPurge = Date.now();
-	private readonly sql: { claim: string; recordFenced: string; recordUnfenced: string; markPhase: string; release: string };
+	private readonly sql: {
+		claim: string;
+		recordFenced: string;
+		recordUnfenced: string;
+		markPhase: string;
+		release: string;
+		addCounts: string;
+		purge: string;
+	};
 
 	constructor(options: PostgresLedgerOptions) {
 		this.pool = options.pool;
@@ -315,6 +328,8 @@ export class PostgresLedger implements Ledger {
 			recordUnfenced: this.recordUnfencedSql(),
 			markPhase: this.markPhaseSql(),
 			release: this.releaseSql(),
+			addCounts: this.addCountsSql(),
+			purge: this.purgeSql(),
 		};
 	}
 
@@ -872,20 +887,87 @@ SELECT step, status, phase, action, reason FROM decided ORDER BY step`;
 		}));
 	}
 
+	/**
+	 * $1 the most rows to delete. Days of counters older than COUNTS_KEPT_DAYS go first (a few
+	 * rows per namespace and day, so they never starve), then expired ledger rows up to the limit;
+	 * rows other sessions hold locked are skipped.
+	 */
+	private purgeSql(): string {
+		const t = this.t;
+		return `
+WITH old_days AS (
+	SELECT namespace, day FROM ${t.daily} WHERE day < ${TODAY} - ${COUNTS_KEPT_DAYS}
+	ORDER BY day LIMIT $1 FOR UPDATE SKIP LOCKED
+), gone_days AS (
+	DELETE FROM ${t.daily} d USING old_days o WHERE d.namespace = o.namespace AND d.day = o.day
+	RETURNING 1
+), victims AS (
+	SELECT namespace, key, step FROM ${t.ledger} WHERE expires_at <= now()
+	LIMIT greatest(0, $1 - (SELECT count(*) FROM old_days)) FOR UPDATE SKIP LOCKED
+), gone AS (
+	DELETE FROM ${t.ledger} l USING victims v
+	WHERE l.namespace = v.namespace AND l.key = v.key AND l.step = v.step AND l.expires_at <= now()
+	RETURNING 1
+) SELECT ((SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_days))::int AS n`;
+	}
+
 	async purgeExpired(limit: number): Promise<number> {
 		await this.ensureSchema();
-		const rows = await this.query<{ n: number }>(
-			`WITH victims AS (
-				SELECT namespace, key, step FROM ${this.t.ledger} WHERE expires_at <= now()
-				LIMIT $1 FOR UPDATE SKIP LOCKED
-			), d AS (
-				DELETE FROM ${this.t.ledger} l USING victims v
-				WHERE l.namespace = v.namespace AND l.key = v.key AND l.step = v.step AND l.expires_at <= now()
-				RETURNING 1
-			) SELECT count(*)::int AS n FROM d`,
-			[limit],
-		);
+		const rows = await this.query<{ n: number }>(this.sql.purge, [limit]);
 		return rows[0].n;
+	}
+
+	/**
+	 * $1 a JSON array of [namespace, counter, amount] (see addCounts). One upsert per namespace of
+	 * today's row, summing key by key as numeric (exact: 0.1 + 0.2 is 0.3), keys present on either
+	 * side. Several amounts for one counter are summed first, so no row is touched twice. Rows go
+	 * in byte order of namespace (the column's COLLATE "C"), so concurrent adds lock them in one
+	 * order and cannot deadlock; a concurrent add of the same row waits for it and then adds to
+	 * the committed counts.
+	 */
+	private addCountsSql(): string {
+		return `
+WITH input AS (
+	SELECT e ->> 0 AS ns, e ->> 1 AS name, (e ->> 2)::numeric AS amount FROM json_array_elements($1::json) AS e
+), added AS (
+	SELECT ns, jsonb_object_agg(name, total) AS counts
+	FROM (SELECT ns, name, sum(amount) AS total FROM input GROUP BY ns, name) s
+	GROUP BY ns
+)
+INSERT INTO ${this.t.daily} AS d (namespace, day, counts)
+SELECT ns, ${TODAY}, counts FROM added
+ORDER BY ns COLLATE "C"
+ON CONFLICT (namespace, day) DO UPDATE SET
+	counts = (
+		SELECT jsonb_object_agg(k, coalesce((d.counts ->> k)::numeric, 0) + coalesce((excluded.counts ->> k)::numeric, 0))
+		FROM (SELECT jsonb_object_keys(d.counts) UNION SELECT jsonb_object_keys(excluded.counts)) AS keys (k)
+	),
+	updated_at = now()`;
+	}
+
+	async addCounts(increments: CountIncrement[]): Promise<void> {
+		const byNamespace = countsByNamespace(increments);
+		if (byNamespace.size === 0) return;
+		// Amounts travel as JSON numbers, the shortest text that reads back as the same double, and
+		// the server reads that text as an exact numeric.
+		const rows: Array<[string, string, number]> = [];
+		for (const [namespace, pairs] of byNamespace) for (const [name, amount] of pairs) rows.push([namespace, name, amount]);
+		await this.ensureSchema();
+		await this.query(this.sql.addCounts, [JSON.stringify(rows)]);
+		this.purgeInBackground();
+	}
+
+	async readCounts(namespace: string, days: number): Promise<DailyCounts[]> {
+		assertNamespace(namespace);
+		assertCountDays(days);
+		await this.ensureSchema();
+		// jsonb numerics come back as JSON numbers: the driver parses them to JavaScript numbers.
+		const rows = await this.query<{ day: string; counts: Record<string, number> }>(
+			`SELECT to_char(day, 'YYYY-MM-DD') AS day, counts FROM ${this.t.daily}
+			 WHERE namespace = $1 AND day > ${TODAY} - $2::integer ORDER BY day`,
+			[namespace, days],
+		);
+		return rows.map((row) => ({ day: row.day, counts: row.counts }));
 	}
 
 	async stats(namespace: string): Promise<NamespaceStats> {

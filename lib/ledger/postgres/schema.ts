@@ -11,6 +11,8 @@ export interface TableNames {
 	counters: string;
 	checkpoints: string;
 	audit: string;
+	/** Counters per namespace and UTC day (migration 4). */
+	daily: string;
 	migrations: string;
 	/** The sequence fencing tokens are drawn from (quoted, qualified). */
 	fenceSequence: string;
@@ -34,6 +36,7 @@ export function tableNames(schema: string, table: string): TableNames {
 		counters: q(`${table}_counters`),
 		checkpoints: q(`${table}_checkpoints`),
 		audit: q(`${table}_audit`),
+		daily: q(`${table}_daily`),
 		migrations: q(`${table}_migrations`),
 		fenceSequence: q(`${table}_fence_seq`),
 		lockKey: `n8n-nodes-idempotency:${schema}.${table}`,
@@ -108,5 +111,16 @@ export function migrations(t: TableNames, table: string): string[] {
 		ALTER TABLE ${t.counters} ALTER COLUMN namespace TYPE text COLLATE "C";
 		-- Owned by the column: dropping the ledger table drops its sequence too.
 		CREATE SEQUENCE IF NOT EXISTS ${t.fenceSequence} OWNED BY ${t.ledger}.fence;`,
+		// 4: daily counters. One row per namespace and UTC day (by the server's clock), its counters
+		// as one jsonb object of exact numerics; every add is one upsert that sums key by key. The
+		// index on day keeps purging old days a bounded probe.
+		`CREATE TABLE IF NOT EXISTS ${t.daily} (
+			namespace text COLLATE "C" NOT NULL,
+			day date NOT NULL,
+			counts jsonb NOT NULL,
+			updated_at timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY (namespace, day)
+		);
+		CREATE INDEX IF NOT EXISTS "${table}_daily_day_idx" ON ${t.daily} (day);`,
 	];
 }

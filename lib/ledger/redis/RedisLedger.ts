@@ -7,6 +7,8 @@ import type {
 	ClaimOptions,
 	ClaimOutcome,
 	ClaimRequest,
+	CountIncrement,
+	DailyCounts,
 	FencedRow,
 	Ledger,
 	LedgerRecord,
@@ -21,6 +23,7 @@ import type {
 	Status,
 } from '../types';
 import { STATUSES } from '../types';
+import { assertCountDays, assertNamespace, countsByNamespace } from '../validate';
 import { toUnavailable } from './errors';
 import { LAYOUT_VERSION, assertPrefix, member, namespaceKeys, registryKey, versionKey } from './keys';
 import { SCRIPTS, type ScriptName, type StoredRow } from './scripts';
@@ -533,6 +536,48 @@ export class RedisLedger implements Ledger {
 		const [ok, detail] = reply as [number, string];
 		if (ok !== 1) throw new CheckpointRegressionError(String(detail), value);
 		return { namespace, name, value, updatedAt: new Date(Number(detail)), updatedBy: options.updatedBy };
+	}
+
+	/**
+	 * One script call adds every namespace's counters to today's hashes (the day is the script's).
+	 * Standalone: one call, one round trip. Cluster: the keys of one call must share a slot and
+	 * every namespace has a hash tag of its own, so each namespace gets its own call, in its own
+	 * pipeline, all sent at once (see run): n namespaces cost n round trips, side by side.
+	 */
+	async addCounts(increments: CountIncrement[]): Promise<void> {
+		const byNamespace = countsByNamespace(increments);
+		if (byNamespace.size === 0) return;
+		await this.ensureSchema();
+		const call = (namespaces: string[]): Call => {
+			const args: Array<string | number> = [];
+			for (const ns of namespaces) {
+				const pairs = byNamespace.get(ns)!;
+				args.push(pairs.length);
+				// String(amount) is the shortest text that reads back as the same number.
+				for (const [name, amount] of pairs) args.push(name, String(amount));
+			}
+			return { name: 'idemLedgerAddCounts', namespace: namespaces[0], keys: namespaces.map((ns) => namespaceKeys(this.prefix, ns).days), args };
+		};
+		const namespaces = [...byNamespace.keys()];
+		await this.run(this.isCluster ? namespaces.map((ns) => call([ns])) : [call(namespaces)]);
+	}
+
+	async readCounts(namespace: string, days: number): Promise<DailyCounts[]> {
+		assertNamespace(namespace);
+		assertCountDays(days);
+		await this.ensureSchema();
+		const [reply] = await this.run([
+			{ name: 'idemLedgerReadCounts', namespace, keys: [namespaceKeys(this.prefix, namespace).days], args: [days] },
+		]);
+		const flat = reply as Array<string | string[]>;
+		const out: DailyCounts[] = [];
+		for (let j = 0; j < flat.length; j += 2) {
+			const fields = flat[j + 1] as string[];
+			const counts: Record<string, number> = {};
+			for (let f = 0; f < fields.length; f += 2) counts[fields[f]] = Number(fields[f + 1]);
+			out.push({ day: String(flat[j]), counts });
+		}
+		return out;
 	}
 
 	async close(): Promise<void> {

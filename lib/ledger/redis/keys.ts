@@ -16,6 +16,8 @@ import { STATUSES } from '../types';
  *                             handed out (never deleted, so tokens only grow)
  *   {p:ns}:cp:<name>          hash, one checkpoint
  *   {p:ns}:audit              stream of releases and "sent" resolutions (who, when, what the row was)
+ *   {p:ns}:d:<YYYY-MM-DD>     hash, counter -> amount of one UTC day (by the server's clock);
+ *                             expires COUNTS_KEPT_DAYS days after that day
  *   {p}:namespaces            sorted set (all scores 0) of namespaces that hold rows
  *   {p}:version               layout version
  *
@@ -57,6 +59,8 @@ export function namespaceKeys(prefix: string, namespace: string) {
 		steps: (key: string) => `${base}k:${esc(key)}`,
 		checkpoint: (name: string) => `${base}cp:${esc(name)}`,
 		audit: `${base}audit`,
+		/** The start of the day keys; the scripts append the date, which only the server's clock decides. */
+		days: `${base}d:`,
 	};
 }
 

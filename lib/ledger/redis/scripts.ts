@@ -4,6 +4,7 @@
  * namespace (see keys.ts) as KEYS[1..8]; optional values travel in ARGV as '' (nil) or
  * '=' .. value. Needs Redis 5 or newer.
  */
+import { COUNTS_KEPT_DAYS } from '../types';
 
 const COMMON = `
 if redis.replicate_commands then pcall(redis.replicate_commands) end
@@ -71,6 +72,31 @@ local function isnewer(a, b)
 	if isnum(a) and isnum(b) then return deccmp(a, b) > 0 end
 	return bytecmp(a, b) > 0
 end
+`;
+
+/** Calendar days: `now` is the script's clock (COMMON); days count from 1970-01-01, UTC. */
+const CALENDAR = `
+-- Year, month, day of a day number (proleptic Gregorian; Howard Hinnant's civil_from_days).
+local function civil(days)
+	local z = days + 719468
+	local era = math.floor(z / 146097)
+	local doe = z - era * 146097
+	local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+	local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+	local mp = math.floor((5 * doy + 2) / 153)
+	local d = doy - math.floor((153 * mp + 2) / 5) + 1
+	local mo = mp + 3
+	if mp >= 10 then mo = mp - 9 end
+	local y = yoe + era * 400
+	if mo <= 2 then y = y + 1 end
+	return y, mo, d
+end
+-- 'YYYY-MM-DD' of a day number.
+local function dayname(days)
+	return string.format('%04d-%02d-%02d', civil(days))
+end
+-- Today's day number, by this script's clock.
+local today = math.floor(now / 86400000)
 `;
 
 const ROWS = `
@@ -372,22 +398,12 @@ const RELEASE = `
 local actor, auditMax, evenIfHeld, resolution, ttlMs = ARGV[2], ARGV[3], ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
 local members
 if ARGV[1] ~= '' then members = {ARGV[1]} else members = redis.call('SMEMBERS', KEYS[9]) end
--- An ISO 8601 UTC text of epoch ms (days to civil date, proleptic Gregorian).
+-- An ISO 8601 UTC text of epoch ms.
 local function iso(ms)
 	local secs = math.floor(ms / 1000)
 	local days = math.floor(secs / 86400)
 	local sod = secs - days * 86400
-	local z = days + 719468
-	local era = math.floor(z / 146097)
-	local doe = z - era * 146097
-	local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-	local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-	local mp = math.floor((5 * doy + 2) / 153)
-	local d = doy - math.floor((153 * mp + 2) / 5) + 1
-	local mo = mp + 3
-	if mp >= 10 then mo = mp - 9 end
-	local y = yoe + era * 400
-	if mo <= 2 then y = y + 1 end
+	local y, mo, d = civil(days)
 	return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, mo, d, math.floor(sod / 3600),
 		math.floor(sod / 60) % 60, sod % 60, ms - secs * 1000)
 end
@@ -552,16 +568,60 @@ redis.call('HSET', KEYS[1], unpack(fields))
 return {1, fmt(now)}
 `;
 
+/**
+ * KEYS: per namespace, the start of its day keys (`{p:ns}:d:`, see keys.ts). The script appends
+ * today's date, which only it knows (the UTC day by its clock); the hash tag keeps the key in the
+ * slot of the key passed. ARGV: per namespace, in KEYS order, the number of pairs n, then n times
+ * counter, amount. Adds each amount with HINCRBYFLOAT to today's hash and sets it to expire at the
+ * start of the day COUNTS_KEPT_DAYS + 1 days on (the same instant whichever add sets it), so a
+ * day is readable for COUNTS_KEPT_DAYS days after it. Returns today's date.
+ */
+const ADD_COUNTS = `
+local name = dayname(today)
+local expireAt = fmt((today + ${COUNTS_KEPT_DAYS} + 1) * 86400)
+local j = 1
+for i = 1, #KEYS do
+	local key = KEYS[i] .. name
+	local n = tonumber(ARGV[j])
+	for p = 1, n do
+		redis.call('HINCRBYFLOAT', key, ARGV[j + 2 * p - 1], ARGV[j + 2 * p])
+	end
+	redis.call('EXPIREAT', key, expireAt)
+	j = j + 1 + 2 * n
+end
+return name
+`;
+
+/**
+ * KEYS: the start of one namespace's day keys. ARGV: days. Returns, flat, oldest day first, for each
+ * of the last `days` days up to today (by this script's clock) that has counters: its date, then
+ * {counter, value, ...}.
+ */
+const READ_COUNTS = `
+local out = {}
+for d = today - tonumber(ARGV[1]) + 1, today do
+	local name = dayname(d)
+	local fields = redis.call('HGETALL', KEYS[1] .. name)
+	if #fields > 0 then
+		out[#out + 1] = name
+		out[#out + 1] = fields
+	end
+end
+return out
+`;
+
 export const SCRIPTS = {
 	idemLedgerClaim: COMMON + ROWS + CLAIM,
 	idemLedgerRecord: COMMON + ROWS + RECORD,
 	idemLedgerMarkPhase: COMMON + ROWS + MARK_PHASE,
 	idemLedgerGet: COMMON + ROWS + GET,
 	idemLedgerList: COMMON + ROWS + LIST,
-	idemLedgerRelease: COMMON + ROWS + RELEASE,
+	idemLedgerRelease: COMMON + CALENDAR + ROWS + RELEASE,
 	idemLedgerPurge: COMMON + ROWS + PURGE,
 	idemLedgerStats: COMMON + ROWS + STATS,
 	idemLedgerSetCheckpoint: COMMON + SET_CHECKPOINT,
+	idemLedgerAddCounts: COMMON + CALENDAR + ADD_COUNTS,
+	idemLedgerReadCounts: COMMON + CALENDAR + READ_COUNTS,
 };
 
 export type ScriptName = keyof typeof SCRIPTS;
