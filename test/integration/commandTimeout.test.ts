@@ -18,7 +18,7 @@ import { closeAllPostgresLedgers, postgresLedger } from '../../lib/ledger/postgr
 import { closeAllRedisLedgers, redisLedger } from '../../lib/ledger/redis/connect';
 import { postgresSettingsFrom } from '../../lib/n8n/postgresCredential';
 import { redisSettingsFrom } from '../../lib/n8n/redisCredential';
-import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { skipNotice } from '../support/redis';
 import { LOADED_MACHINE_MARGIN_MS } from '../support/timing';
 
@@ -58,9 +58,7 @@ describe('the credential bounds one statement or command (Command Timeout)', () 
 		const pool = newPool(2);
 		afterAll(async () => {
 			await closeAllPostgresLedgers();
-			for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) {
-				await pool.query(`DROP TABLE IF EXISTS "public"."${table}${suffix}"`);
-			}
+			await dropLedgerTables(pool, table);
 			await pool.end();
 		});
 

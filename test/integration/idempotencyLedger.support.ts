@@ -6,7 +6,7 @@ import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
 import { PostgresLedger } from '../../lib/ledger';
 import { IdempotencyLedger } from '../../nodes/IdempotencyLedger/IdempotencyLedger.node';
-import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { runWorkflow, type EngineRunResult } from '../support/engine';
 
 export const LEDGER_TYPE = 'n8n-nodes-idempotency.idempotencyLedger';
@@ -76,9 +76,7 @@ export async function ledgerFixture(prefix = 'opled'): Promise<LedgerFixture> {
 			return Number(rows[0].n);
 		},
 		async dispose() {
-			for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) {
-				await pool.query(`DROP TABLE IF EXISTS "public"."${table}${suffix}"`);
-			}
+			await dropLedgerTables(pool, table);
 			await pool.end();
 		},
 	};

@@ -3,9 +3,13 @@
  */
 import {
 	CheckpointRegressionError,
+	COUNTS_KEPT_DAYS,
+	LedgerInputError,
 	type ClaimOptions,
 	type ClaimOutcome,
 	type ClaimRequest,
+	type CountIncrement,
+	type DailyCounts,
 	type Ledger,
 	type LedgerRecord,
 	type RecordOutcome,
@@ -15,6 +19,14 @@ import { withHostClockSkew } from '../support/clock';
 export interface LedgerFixture {
 	ledger: Ledger;
 	dispose(): Promise<void>;
+	/** Another ledger on the same storage with connections of its own, as a second n8n process has; the caller closes it. */
+	another(): Promise<Ledger>;
+	/** Today, the UTC day by the server's clock, read without the ledger ('YYYY-MM-DD'). */
+	ledgerToday(): Promise<string>;
+	/** Writes a namespace's counters of a past day (`daysAgo` by the server's clock) straight into storage. */
+	putPastCounts(namespace: string, daysAgo: number, counts: Record<string, number>): Promise<void>;
+	/** Round trips of an addCounts over `namespaces` namespaces, when not 1 (Redis Cluster: one per namespace). */
+	addCountsTrips?: (namespaces: number) => number;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -24,6 +36,15 @@ const DAY = 86_400_000;
 function claimedRecord(outcome: ClaimOutcome): LedgerRecord {
 	if (outcome.kind !== 'claimed') throw new Error(`expected a claim, got ${outcome.kind}`);
 	return outcome.record;
+}
+
+/** 'YYYY-MM-DD' `days` days after `day` (before, when negative). */
+const shiftDay = (day: string, days: number) => new Date(Date.parse(`${day}T00:00:00Z`) + days * DAY).toISOString().slice(0, 10);
+
+/** Amounts that went through floating point: equal to within 1e-9. */
+function expectAbout(actual: number | undefined, expected: number) {
+	expect(typeof actual).toBe('number');
+	expect(Math.abs((actual as number) - expected)).toBeLessThan(1e-9);
 }
 
 /** The row a record call wrote, or null when it answered lost_lease. */
@@ -572,6 +593,178 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			await ledger.record([{ ...id('nr2'), status: 'needs_review' }], { ttlMs: 300 });
 			await sleep(500);
 			expect(await ledger.get(ns, 'nr2')).toEqual([]);
+		});
+
+		describe('daily counters', () => {
+			const today = async (namespace = ns) => {
+				const days = await ledger.readCounts(namespace, 1);
+				expect(days).toHaveLength(1);
+				return days[0];
+			};
+			/** Round trips of one call. */
+			const trips = async (call: () => Promise<unknown>) => {
+				const before = ledger.roundTrips;
+				await call();
+				return ledger.roundTrips - before;
+			};
+
+			test('adds accumulate on today: integers, fractions (0.1 + 0.2 is 0.3), negatives and 0', async () => {
+				await ledger.addCounts([{ namespace: ns, counts: { hits: 1, costUsd: 0.1, tokens: 1200 } }]);
+				await ledger.addCounts([{ namespace: ns, counts: { hits: 2, costUsd: 0.2, misses: 0, refunds: -2.5 } }]);
+				for (let i = 0; i < 10; i++) await ledger.addCounts([{ namespace: ns, counts: { cents: 0.01 } }]);
+				const day = await today();
+				expect(day.day).toMatch(/^\d{4}-\d{2}-\d{2}$/);
+				expect(Object.keys(day.counts).sort()).toEqual(['cents', 'costUsd', 'hits', 'misses', 'refunds', 'tokens']);
+				expect(day.counts).toMatchObject({ hits: 3, tokens: 1200, misses: 0, refunds: -2.5 });
+				expectAbout(day.counts.costUsd, 0.3);
+				expectAbout(day.counts.cents, 0.1);
+			});
+
+			test('several namespaces in one call: one round trip; nothing to add costs none', async () => {
+				const [a, b, c] = [`${ns}-a`, `${ns}-b`, `${ns}-c`];
+				expect(await trips(() => ledger.addCounts([
+					{ namespace: b, counts: { hits: 5, tokens: 1200 } },
+					{ namespace: a, counts: { hits: 1 } },
+					{ namespace: c, counts: {} },
+				]))).toBe(fx.addCountsTrips?.(2) ?? 1);
+				expect((await today(a)).counts).toEqual({ hits: 1 });
+				expect((await today(b)).counts).toEqual({ hits: 5, tokens: 1200 });
+				expect(await ledger.readCounts(c, 7)).toEqual([]);
+				expect(await trips(() => ledger.addCounts([]))).toBe(0);
+				expect(await trips(() => ledger.addCounts([{ namespace: c, counts: {} }]))).toBe(0);
+				expect(await ledger.readCounts(c, 7)).toEqual([]);
+			});
+
+			test('increments of one namespace in one call are merged', async () => {
+				const other = `${ns}-other`;
+				expect(await trips(() => ledger.addCounts([
+					{ namespace: ns, counts: { hits: 1, costUsd: 0.1 } },
+					{ namespace: other, counts: { hits: 7 } },
+					{ namespace: ns, counts: { hits: 1, costUsd: 0.2, misses: 1 } },
+					// Names that are also members of every JavaScript object are counters like any other.
+					{ namespace: ns, counts: { hits: 3, constructor: 2, toString: 1 } },
+				]))).toBe(fx.addCountsTrips?.(2) ?? 1);
+				const { counts } = await today();
+				expect(counts).toMatchObject({ hits: 5, misses: 1, constructor: 2, toString: 1 });
+				expectAbout(counts.costUsd, 0.3);
+				expect((await today(other)).counts).toEqual({ hits: 7 });
+			});
+
+			test('concurrent adds from 20 ledgers (separate connections) lose nothing', async () => {
+				const [a, b] = [`${ns}-a`, `${ns}-b`];
+				const others = await Promise.all(Array.from({ length: 20 }, () => fx.another()));
+				try {
+					await Promise.all(
+						others.map(async (other, i) => {
+							for (let round = 0; round < 3; round++) {
+								const batch: CountIncrement[] = [
+									{ namespace: a, counts: { hits: 1, costUsd: 0.1 } },
+									{ namespace: b, counts: { hits: 2, [`only${i % 4}`]: 1 } },
+								];
+								// Half the writers name the namespaces in the other order: the ledger, not the caller, orders the writes.
+								await other.addCounts(i % 2 === 0 ? batch : batch.reverse());
+							}
+						}),
+					);
+				} finally {
+					await Promise.all(others.map((other) => other.close()));
+				}
+				const countsA = (await today(a)).counts;
+				expect(countsA.hits).toBe(60);
+				expectAbout(countsA.costUsd, 6);
+				expect((await today(b)).counts).toEqual({ hits: 120, only0: 15, only1: 15, only2: 15, only3: 15 });
+			});
+
+			test('readCounts answers the last `days` days up to today, oldest first, leaving out days without counts', async () => {
+				await fx.putPastCounts(ns, COUNTS_KEPT_DAYS - 1, { hits: 399 });
+				await fx.putPastCounts(ns, 6, { hits: 6 });
+				await fx.putPastCounts(ns, 3, { hits: 3, costUsd: 0.5 });
+				await fx.putPastCounts(ns, 1, { hits: 1 });
+				await fx.putPastCounts(`${ns}-other`, 2, { hits: 2 });
+				await ledger.addCounts([{ namespace: ns, counts: { hits: 10 } }]);
+				const day0 = (await today()).day;
+				const days = async (n: number) => (await ledger.readCounts(ns, n)).map((d) => d.day);
+				expect(await days(2)).toEqual([shiftDay(day0, -1), day0]);
+				expect(await days(3)).toEqual([shiftDay(day0, -1), day0]);
+				expect(await days(4)).toEqual([shiftDay(day0, -3), shiftDay(day0, -1), day0]);
+				expect(await ledger.readCounts(ns, 7)).toEqual<DailyCounts[]>([
+					{ day: shiftDay(day0, -6), counts: { hits: 6 } },
+					{ day: shiftDay(day0, -3), counts: { hits: 3, costUsd: 0.5 } },
+					{ day: shiftDay(day0, -1), counts: { hits: 1 } },
+					{ day: day0, counts: { hits: 10 } },
+				]);
+				expect(await days(COUNTS_KEPT_DAYS - 1)).toHaveLength(4);
+				expect(await days(COUNTS_KEPT_DAYS)).toEqual([shiftDay(day0, -(COUNTS_KEPT_DAYS - 1)), ...(await days(7))]);
+				expect(await ledger.readCounts(`${ns}-nobody`, COUNTS_KEPT_DAYS)).toEqual([]);
+				for (const bad of [0, -1, 1.5, COUNTS_KEPT_DAYS + 1, Number.NaN, '7' as unknown as number]) {
+					await expect(ledger.readCounts(ns, bad)).rejects.toBeInstanceOf(LedgerInputError);
+				}
+			});
+
+			test('a bad counter name, amount or namespace is refused in words, and nothing of the call is written', async () => {
+				const bad: unknown[] = [
+					{ namespace: ns, counts: { 'cache-hits': 1 } },
+					{ namespace: ns, counts: { '': 1 } },
+					{ namespace: ns, counts: { '1st': 1 } },
+					{ namespace: ns, counts: { _hidden: 1 } },
+					{ namespace: ns, counts: { 'with space': 1 } },
+					{ namespace: ns, counts: { naïve: 1 } },
+					{ namespace: ns, counts: { ['a'.repeat(65)]: 1 } },
+					{ namespace: ns, counts: JSON.parse('{"__proto__": 1}') },
+					{ namespace: ns, counts: { hits: Number.NaN } },
+					{ namespace: ns, counts: { hits: Number.POSITIVE_INFINITY } },
+					{ namespace: ns, counts: { hits: Number.NEGATIVE_INFINITY } },
+					{ namespace: ns, counts: { hits: '1' } },
+					{ namespace: ns, counts: { hits: null } },
+					{ namespace: ns, counts: { hits: 1n } },
+					{ namespace: ns, counts: null },
+					{ namespace: ns, counts: [1] },
+					{ namespace: '', counts: { hits: 1 } },
+					{ namespace: 7, counts: { hits: 1 } },
+					null,
+				];
+				for (const increment of bad) {
+					const before = ledger.roundTrips;
+					// A good increment first: the bad one refuses the whole call.
+					const error = await ledger
+						.addCounts([{ namespace: ns, counts: { hits: 1 } }, increment as CountIncrement])
+						.catch((e: unknown) => e);
+					expect(error).toBeInstanceOf(LedgerInputError);
+					expect((error as LedgerInputError).hint).toEqual(expect.any(String));
+					expect(ledger.roundTrips).toBe(before);
+				}
+				await expect(ledger.addCounts('hits' as never)).rejects.toBeInstanceOf(LedgerInputError);
+				const refusal = (increments: CountIncrement[]) => ledger.addCounts(increments).then(() => new LedgerInputError('accepted'), (e: LedgerInputError) => e);
+				const nameError = await refusal([{ namespace: ns, counts: { 'cache-hits': 1 } }]);
+				const amountError = await refusal([{ namespace: ns, counts: { hits: Number.NaN } }]);
+				expect(nameError.message).toBe('The counter name "cache-hits" is not valid');
+				expect(nameError.hint).toMatch(/letters, digits and underscores/);
+				expect(amountError.message).toBe('The amount for the counter "hits" must be a finite number, but it is NaN');
+				expect(await ledger.readCounts(ns, COUNTS_KEPT_DAYS)).toEqual([]);
+				// The longest name allowed is fine.
+				await ledger.addCounts([{ namespace: ns, counts: { [`a${'_'.repeat(63)}`]: 1 } }]);
+				expect(Object.keys((await today()).counts)).toEqual([`a${'_'.repeat(63)}`]);
+			});
+
+			// The n8n host's clock is not the ledger's: "today" is the server's UTC day.
+			test.each([2 * DAY, -2 * DAY])('with the n8n host clock %i ms off, counts land on the ledger\'s today', async (skewMs) => {
+				const before = await fx.ledgerToday();
+				const answered = await withHostClockSkew(skewMs, async () => {
+					const hostDay = new Date().toISOString().slice(0, 10);
+					expect(hostDay).not.toBe(before);
+					await ledger.addCounts([{ namespace: ns, counts: { hits: 1 } }]);
+					await ledger.addCounts([{ namespace: ns, counts: { hits: 1 } }]);
+					const read = await ledger.readCounts(ns, 1);
+					// The host's "two days ago" window would hold nothing; the ledger's today holds both adds.
+					expect(await ledger.readCounts(ns, 2)).toEqual(read);
+					return read;
+				});
+				const after = await fx.ledgerToday();
+				expect(answered).toHaveLength(1);
+				expect(answered[0].counts).toEqual({ hits: 2 });
+				// The server's day, read apart from the ledger (either side of a midnight during the test).
+				expect([before, after]).toContain(answered[0].day);
+			});
 		});
 
 		test('large batches are claimed in chunks with every outcome in order', async () => {

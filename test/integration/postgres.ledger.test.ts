@@ -1,6 +1,6 @@
 import { describeLedgerContract } from './ledger.contract';
-import { PostgresLedger } from '../../lib/ledger';
-import { freshPostgresLedger, newPool, uniqueTable } from '../support/db';
+import { COUNTS_KEPT_DAYS, PostgresLedger } from '../../lib/ledger';
+import { dropLedgerTables, freshPostgresLedger, newPool, uniqueTable } from '../support/db';
 
 describeLedgerContract('PostgreSQL', freshPostgresLedger);
 
@@ -42,7 +42,7 @@ describe('PostgreSQL ledger: background purge', () => {
 			await new Promise((r) => setTimeout(r, 100));
 			expect(await count()).toBe(4);
 		} finally {
-			for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) await pool.query(`DROP TABLE IF EXISTS "${table}${suffix}"`);
+			await dropLedgerTables(pool, table);
 			await pool.end();
 		}
 	});
@@ -87,7 +87,86 @@ describe('PostgreSQL ledger: rows committed while a claim waits', () => {
 		} finally {
 			await other.query('ROLLBACK');
 			other.release();
-			for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) await pool.query(`DROP TABLE IF EXISTS "${table}${suffix}"`);
+			await dropLedgerTables(pool, table);
+			await pool.end();
+		}
+	});
+});
+
+describe('PostgreSQL ledger: daily counters', () => {
+	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
+	beforeAll(async () => {
+		fx = await freshPostgresLedger();
+	});
+	afterAll(async () => fx && (await fx.dispose()));
+	const daily = () => `"public"."${fx.table}_daily"`;
+
+	test('an add is one autocommit statement, whatever the namespaces, and sums as exact numerics', async () => {
+		// What the pool is asked to run, apart from the ledger's own round-trip count.
+		const sent: string[] = [];
+		const query = fx.pool.query.bind(fx.pool) as (...args: unknown[]) => unknown;
+		const spy = jest.spyOn(fx.pool, 'query').mockImplementation(((text: unknown, ...rest: unknown[]) => {
+			sent.push(typeof text === 'string' ? text : (text as { text: string }).text);
+			return query(text, ...rest);
+		}) as never);
+		try {
+			for (let i = 0; i < 10; i++) {
+				await fx.ledger.addCounts([
+					{ namespace: 'exact-b', counts: { costUsd: 0.1 } },
+					{ namespace: 'exact-a', counts: { costUsd: 0.05, hits: 1 } },
+					{ namespace: 'exact-b', counts: { hits: 1 } },
+					{ namespace: 'exact-a', counts: { costUsd: 0.05 } },
+				]);
+			}
+			// The pool saw one statement per add: no BEGIN, nothing held across statements (PgBouncer transaction mode).
+			expect(sent).toHaveLength(10);
+			expect(sent.every((text) => /^\s*WITH input AS/.test(text))).toBe(true);
+			await fx.ledger.addCounts([]);
+			expect(sent).toHaveLength(10);
+		} finally {
+			spy.mockRestore();
+		}
+		const { rows } = await fx.pool.query(`SELECT namespace, counts ->> 'costUsd' AS cost, counts ->> 'hits' AS hits FROM ${daily()} WHERE namespace LIKE 'exact-%' ORDER BY namespace`);
+		// Stored as numeric sums: exactly 1.00, not 0.9999999999999999.
+		expect(rows.map((r) => [r.namespace, Number(r.cost) === 1 && /^1\.0*$/.test(r.cost), r.hits])).toEqual([
+			['exact-a', true, '10'],
+			['exact-b', true, '10'],
+		]);
+		const [day] = await fx.ledger.readCounts('exact-a', 1);
+		expect(day.counts).toEqual({ costUsd: 1, hits: 10 });
+	});
+
+	test('days older than COUNTS_KEPT_DAYS are purged, oldest first, within the purge limit; the last kept day stays', async () => {
+		for (const daysAgo of [COUNTS_KEPT_DAYS + 5, COUNTS_KEPT_DAYS + 1, COUNTS_KEPT_DAYS, 0]) {
+			await fx.putPastCounts('retention', daysAgo, { hits: daysAgo });
+		}
+		// Two expired ledger rows beside them.
+		await fx.ledger.claim(['x1', 'x2'].map((key) => ({ namespace: 'retention', key, step: '', fingerprint: null })), {
+			mode: 'seen', holder: 'h', leaseMs: 0, ttlMs: 1,
+		});
+		await new Promise((r) => setTimeout(r, 20));
+		const kept = async () =>
+			(await fx.pool.query(`SELECT (now() AT TIME ZONE 'UTC')::date - day AS age FROM ${daily()} WHERE namespace = 'retention' ORDER BY day`)).rows.map((r) => r.age);
+		expect(await fx.ledger.purgeExpired(1)).toBe(1);
+		expect(await kept()).toEqual([COUNTS_KEPT_DAYS + 1, COUNTS_KEPT_DAYS, 0]);
+		// Old days first, then ledger rows, together at most the limit.
+		expect(await fx.ledger.purgeExpired(2)).toBe(2);
+		expect(await kept()).toEqual([COUNTS_KEPT_DAYS, 0]);
+		expect(await fx.ledger.purgeExpired(10)).toBe(1);
+		expect(await fx.ledger.purgeExpired(10)).toBe(0);
+		expect(await kept()).toEqual([COUNTS_KEPT_DAYS, 0]);
+	});
+
+	test('the background purge runs after an add too', async () => {
+		const pool = newPool(2);
+		const ledger = new PostgresLedger({ pool, table: fx.table, autoPurge: { everyMs: 0, batch: 10 } });
+		try {
+			await fx.putPastCounts('background', COUNTS_KEPT_DAYS + 1, { hits: 1 });
+			await ledger.addCounts([{ namespace: 'background', counts: { hits: 1 } }]);
+			const old = async () => (await pool.query(`SELECT count(*)::int AS n FROM ${daily()} WHERE namespace = 'background'`)).rows[0].n;
+			for (let i = 0; i < 50 && (await old()) > 1; i++) await new Promise((r) => setTimeout(r, 20));
+			expect(await old()).toBe(1);
+		} finally {
 			await pool.end();
 		}
 	});

@@ -1,6 +1,6 @@
 import { createServer, type AddressInfo } from 'net';
 
-import { LedgerUnavailableError, type ClaimOptions, type ClaimRequest } from '../../lib/ledger';
+import { COUNTS_KEPT_DAYS, LedgerUnavailableError, type ClaimOptions, type ClaimRequest } from '../../lib/ledger';
 import { RedisLedger, closeAllRedisLedgers, redisLedger } from '../../lib/ledger/redis';
 import { member, namespaceKeys, registryKey } from '../../lib/ledger/redis/keys';
 import { describeLedgerContract } from './ledger.contract';
@@ -37,6 +37,21 @@ describeIfRedis('Redis ledger contract')('Redis', () => {
 
 describeIfRedis('Redis Cluster ledger contract', redisClusterReachable)('Redis Cluster', () => {
 	describeLedgerContract('Redis Cluster', () => freshRedisClusterLedger());
+
+	test('daily counters over many namespaces (many slots): one script call per namespace, nothing lost', async () => {
+		const fx = await freshRedisClusterLedger();
+		try {
+			const names = Array.from({ length: 8 }, (_, i) => `spread-${i}`);
+			const before = fx.ledger.roundTrips;
+			await fx.ledger.addCounts([...names, ...names].map((namespace, i) => ({ namespace, counts: { hits: 1, [`n${i % 8}`]: 0.5 } })));
+			expect(fx.ledger.roundTrips - before).toBe(8);
+			for (const [i, namespace] of names.entries()) {
+				expect((await fx.ledger.readCounts(namespace, 1))[0].counts).toEqual({ hits: 2, [`n${i}`]: 1 });
+			}
+		} finally {
+			await fx.dispose();
+		}
+	});
 
 	test('a batch over many namespaces (many slots) is split per namespace', async () => {
 		const fx = await freshRedisClusterLedger();
@@ -192,6 +207,50 @@ describeIfRedis('Redis ledger specifics')('Redis ledger specifics', () => {
 		expect(result).toMatchObject({ resolution: 'sent', resolvedBy: 'bob', before: null });
 		expect(Math.abs(Date.parse(result.resolvedAt) - row.updatedAt.getTime())).toBeLessThan(1_000);
 		expect(result.resolvedAt).toBe(row.updatedAt.toISOString());
+	});
+
+	test('a day of counters is one hash under the namespace\'s hash tag, expiring COUNTS_KEPT_DAYS days after its day', async () => {
+		const ns = 'counted{x}:y';
+		await fx.ledger.addCounts([{ namespace: ns, counts: { hits: 2, costUsd: 0.25 } }]);
+		const [seconds] = await fx.client.time();
+		const dayNumber = Math.floor(Number(seconds) / 86_400);
+		const key = `${namespaceKeys(fx.prefix, ns).days}${new Date(dayNumber * DAY).toISOString().slice(0, 10)}`;
+		expect(hashTag(key)).toBe(hashTag(namespaceKeys(fx.prefix, ns).fixed[0]));
+		expect(await fx.client.hgetall(key)).toEqual({ hits: '2', costUsd: '0.25' });
+		// Readable through the last kept day, gone at the start of the next: the same instant whoever adds.
+		const expireAt = (dayNumber + COUNTS_KEPT_DAYS + 1) * 86_400;
+		expect(await fx.client.ttl(key)).toBeGreaterThan(expireAt - Number(seconds) - 5);
+		expect(await fx.client.ttl(key)).toBeLessThanOrEqual(expireAt - Number(seconds));
+	});
+
+	test('an add over several namespaces is one script call on the server (MONITOR), a read is one', async () => {
+		const names = ['mon-a', 'mon-b', 'mon-c'];
+		const add = () => fx.ledger.addCounts(names.map((namespace, i) => ({ namespace, counts: { hits: i + 1 } })));
+		// ioredis loads a script on its first use on a connection (SCRIPT LOAD, or EVAL instead of EVALSHA).
+		await add();
+		await fx.ledger.readCounts('mon-b', 7);
+		const seen: string[][] = [];
+		const monitor = await fx.client.monitor();
+		// Commands a client sent; the scripts' own commands are reported with the source "lua".
+		monitor.on('monitor', (_time: string, args: string[], source: string) => {
+			if (source !== 'lua' && args.some((a) => a.includes(fx.prefix))) seen.push(args);
+		});
+		try {
+			const before = fx.ledger.roundTrips;
+			await add();
+			await fx.ledger.readCounts('mon-b', 7);
+			expect(fx.ledger.roundTrips - before).toBe(2);
+			// MONITOR reports asynchronously: wait for a marker sent after the calls.
+			const marker = `${fx.prefix}-marker`;
+			await fx.client.echo(marker);
+			for (let i = 0; i < 100 && !seen.some((a) => a.includes(marker)); i++) await sleep(10);
+			// Two script calls and the marker, nothing else; the add's call names the three namespaces' day keys.
+			expect(seen.map((a) => (/^eval(sha)?$/i.test(a[0]) ? 'script' : a[0].toLowerCase()))).toEqual(['script', 'script', 'echo']);
+			expect(seen[0].slice(3, 3 + Number(seen[0][2]))).toEqual(names.map((ns) => namespaceKeys(fx.prefix, ns).days));
+		} finally {
+			monitor.disconnect();
+		}
+		expect((await fx.ledger.readCounts('mon-c', 1))[0].counts).toEqual({ hits: 6 });
 	});
 
 	test('a ledger with another prefix does not see these rows', async () => {

@@ -31,6 +31,14 @@ export function newPool(max = 10) {
 	return new Pool({ connectionString: databaseUrl(), max });
 }
 
+/** The tables of one ledger: the ledger itself, then its helpers, named after it. */
+export const LEDGER_SUFFIXES = ['', '_counters', '_checkpoints', '_audit', '_daily', '_migrations'];
+
+/** Drops every table of a ledger (its fencing sequence goes with the ledger table). */
+export async function dropLedgerTables(pool: Pool, table: string, schema = 'public'): Promise<void> {
+	for (const suffix of LEDGER_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS "${schema}"."${table}${suffix}"`);
+}
+
 /** A ledger on its own fresh table, and a cleanup that drops it. */
 export async function freshPostgresLedger(table = uniqueTable()) {
 	const pool = newPool();
@@ -40,10 +48,24 @@ export async function freshPostgresLedger(table = uniqueTable()) {
 		ledger,
 		pool,
 		table,
+		/** Another ledger on the same table with a connection of its own, as a second n8n process has; close it. */
+		async another() {
+			return new PostgresLedger({ pool: newPool(1), table });
+		},
+		/** Today, the UTC day by the server's clock. */
+		async ledgerToday() {
+			const { rows } = await pool.query(`SELECT to_char((now() AT TIME ZONE 'UTC')::date, 'YYYY-MM-DD') AS day`);
+			return rows[0].day as string;
+		},
+		/** A namespace's counters of a past day, written straight into the table. */
+		async putPastCounts(namespace: string, daysAgo: number, counts: Record<string, number>) {
+			await pool.query(
+				`INSERT INTO "public"."${table}_daily" (namespace, day, counts) VALUES ($1, (now() AT TIME ZONE 'UTC')::date - $2::integer, $3)`,
+				[namespace, daysAgo, JSON.stringify(counts)],
+			);
+		},
 		async dispose() {
-			for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) {
-				await pool.query(`DROP TABLE IF EXISTS "public"."${table}${suffix}"`);
-			}
+			await dropLedgerTables(pool, table);
 			await pool.end();
 		},
 	};

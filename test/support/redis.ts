@@ -3,6 +3,7 @@ import { randomBytes } from 'crypto';
 import { Cluster, Redis } from 'ioredis';
 
 import { RedisLedger } from '../../lib/ledger/redis';
+import { namespaceKeys } from '../../lib/ledger/redis/keys';
 
 /** The Redis the suite runs against: REDIS_URL, else 127.0.0.1:6379. */
 export const redisUrl = () => process.env.REDIS_URL || 'redis://127.0.0.1:6379';
@@ -82,6 +83,27 @@ export async function deletePrefix(client: Redis, prefix: string): Promise<numbe
 	return deleted;
 }
 
+/** Today, the UTC day by the Redis server's clock (TIME), as 'YYYY-MM-DD', and its day number. */
+async function serverDay(client: Redis | Cluster): Promise<{ day: string; number: number }> {
+	const [seconds] = await client.time();
+	const number = Math.floor(Number(seconds) / 86_400);
+	return { day: new Date(number * 86_400_000).toISOString().slice(0, 10), number };
+}
+
+/** The contract fixture's helpers for daily counters, on any client of a ledger's prefix. */
+function countHelpers(client: Redis | Cluster, prefix: string) {
+	return {
+		/** Today, the UTC day by the server's clock. */
+		ledgerToday: async () => (await serverDay(client)).day,
+		/** A namespace's counters of a past day (by the server's clock), written straight into its hash. */
+		async putPastCounts(namespace: string, daysAgo: number, counts: Record<string, number>) {
+			const { number } = await serverDay(client);
+			const day = new Date((number - daysAgo) * 86_400_000).toISOString().slice(0, 10);
+			await client.hset(`${namespaceKeys(prefix, namespace).days}${day}`, counts);
+		},
+	};
+}
+
 /** A ledger under its own fresh prefix, and a cleanup that deletes its keys. */
 export async function freshRedisLedger(prefix = uniquePrefix(), chunkSize?: number) {
 	const client = newRedisClient();
@@ -91,6 +113,11 @@ export async function freshRedisLedger(prefix = uniquePrefix(), chunkSize?: numb
 		ledger,
 		client,
 		prefix,
+		...countHelpers(client, prefix),
+		/** Another ledger on the same prefix with a connection of its own, as a second n8n process has; close it. */
+		async another() {
+			return new RedisLedger({ client: newRedisClient(), prefix });
+		},
 		async dispose() {
 			await deletePrefix(client, prefix);
 			await ledger.close();
@@ -119,16 +146,28 @@ export function redisClusterReachable(): { ok: boolean; reason: string } {
 		: { ok: false, reason: `no Redis Cluster answered at ${process.env.REDIS_CLUSTER_NODES} (${(out.stdout || 'timeout').trim()})` };
 }
 
-/** A ledger on a Redis Cluster under its own fresh prefix; the cleanup deletes its keys on every master. */
-export async function freshRedisClusterLedger(prefix = uniquePrefix('c')) {
+function newRedisClusterClient(): Cluster {
 	const client = new Cluster(redisClusterNodes(), { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1 } });
 	client.on('error', () => undefined);
+	return client;
+}
+
+/** A ledger on a Redis Cluster under its own fresh prefix; the cleanup deletes its keys on every master. */
+export async function freshRedisClusterLedger(prefix = uniquePrefix('c')) {
+	const client = newRedisClusterClient();
 	const ledger = new RedisLedger({ client, prefix });
 	await ledger.ensureSchema();
 	return {
 		ledger,
 		client,
 		prefix,
+		...countHelpers(client, prefix),
+		/** Another ledger on the same prefix with cluster connections of its own; close it. */
+		async another() {
+			return new RedisLedger({ client: newRedisClusterClient(), prefix });
+		},
+		/** One script call per namespace: the keys of one call must share a slot. */
+		addCountsTrips: (namespaces: number) => namespaces,
 		async dispose() {
 			for (const node of client.nodes('master')) {
 				let cursor = '0';
