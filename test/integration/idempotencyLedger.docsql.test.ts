@@ -1,6 +1,7 @@
 /**
  * The on-call SQL in docs/operations.md ("On call, in SQL") runs against a real ledger schema and
- * answers the three questions for rows the ledger wrote.
+ * answers the three questions for rows the ledger wrote; the DDL in docs/schema.md creates the
+ * same tables as the migrations.
  */
 import { readFileSync } from 'fs';
 import path from 'path';
@@ -15,6 +16,7 @@ const ledger = new PostgresLedger({ pool, schema, table: 'idempotency_ledger' })
 
 afterAll(async () => {
 	await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+	await pool.query(`DROP SCHEMA IF EXISTS "${schema}_doc" CASCADE`);
 	await pool.end();
 });
 
@@ -77,4 +79,52 @@ test('every SQL block of the doc runs, and the answers are right', async () => {
 		expect.objectContaining({ namespace: 'stripe-events', in_progress: '2', stuck: '2', needs_review: '1', completed: '1' }),
 	]);
 	expect(glance[1].rows).toEqual([expect.objectContaining({ name: 'invoices-sync', value: '10', updated_by: 'jane' })]);
+});
+
+test('the PostgreSQL DDL in docs/schema.md creates the tables, columns, keys and indexes the migrations create', async () => {
+	const schemaPage = readFileSync(path.join(__dirname, '../../docs/schema.md'), 'utf8');
+	const ddl = /\n## PostgreSQL\n[\s\S]*?```sql\n([\s\S]*?)```/.exec(schemaPage)?.[1];
+	if (!ddl) throw new Error('docs/schema.md has no sql block under "## PostgreSQL"');
+	const docSchema = `${schema}_doc`;
+	await pool.query(`CREATE SCHEMA "${docSchema}"`);
+	const client = await pool.connect();
+	try {
+		await client.query(`SET search_path TO "${docSchema}"`);
+		await client.query(ddl);
+	} finally {
+		await client.query('RESET search_path');
+		client.release();
+	}
+	await ledger.ensureSchema();
+
+	/** Everything a table's definition says, with the schema name taken out. */
+	async function shape(s: string, tables: string[]) {
+		const q = async (sql: string) => (await pool.query(sql, [s, tables])).rows;
+		const columns = await q(
+			`SELECT table_name, column_name, data_type, is_nullable, collation_name, column_default
+			 FROM information_schema.columns WHERE table_schema = $1 AND table_name = ANY($2) ORDER BY table_name, column_name`,
+		);
+		const constraints = await q(
+			`SELECT r.relname, c.conname, pg_get_constraintdef(c.oid) AS def FROM pg_constraint c
+			 JOIN pg_class r ON r.oid = c.conrelid JOIN pg_namespace n ON n.oid = r.relnamespace
+			 WHERE n.nspname = $1 AND r.relname = ANY($2) ORDER BY r.relname, c.conname`,
+		);
+		const indexes = (await q(`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = ANY($2) ORDER BY indexname`)).map(
+			(r) => ({ ...r, indexdef: String(r.indexdef).split(`"${s}".`).join('').split(`${s}.`).join('') }),
+		);
+		// Sequences owned by a column of these tables (OWNED BY, or a serial).
+		const sequences = await q(
+			`SELECT s.relname AS sequence, t.relname AS owner FROM pg_class s JOIN pg_namespace n ON n.oid = s.relnamespace
+			 JOIN pg_depend d ON d.objid = s.oid AND d.deptype IN ('a', 'i') JOIN pg_class t ON t.oid = d.refobjid
+			 WHERE s.relkind = 'S' AND n.nspname = $1 AND t.relname = ANY($2) ORDER BY 1`,
+		);
+		return { columns, constraints, indexes, sequences };
+	}
+	const tablesOf = async (s: string) =>
+		(await pool.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [s])).rows.map((r) => r.table_name as string);
+	const documented = await tablesOf(docSchema);
+	expect(documented).toEqual(expect.arrayContaining(['idempotency_ledger', 'idempotency_ledger_daily']));
+	expect(await shape(docSchema, documented)).toEqual(await shape(schema, documented));
+	// Every table the code creates is at least named on the page.
+	for (const table of await tablesOf(schema)) expect(schemaPage).toContain(table);
 });
