@@ -1,19 +1,13 @@
 import { randomUUID } from 'crypto';
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
-import { sha256 } from '../../lib/ledger/fingerprint';
 import type { PromptEnvelope } from '../../lib/ledger/promptHash';
 import type { LedgerRecord } from '../../lib/ledger/types';
-import { MAX_NAMESPACE_LENGTH } from '../../lib/ledger/validate';
 import { FACTS_FIELD, factsOf, itemWithFacts, PROMPT_CACHE_STEP } from '../../lib/n8n/facts';
 import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
 
 /** Ledger step of a cache entry. The key is the prompt hash. */
 export const CACHE_STEP = PROMPT_CACHE_STEP;
-/** Ledger step of a stats event (one row per Lookup run and namespace). */
-export const STATS_STEP = 'prompt-cache-stats';
-/** Stats events are kept this long; Get Stats covers this window. */
-export const STATS_TTL_MS = 30 * 86_400_000;
 
 /** What a cache entry row holds in its `result`. */
 export interface StoredEntry {
@@ -35,15 +29,6 @@ export const isObject = (v: unknown): v is Record<string, unknown> => typeof v =
 
 export function isStoredEntry(value: unknown): value is StoredEntry {
 	return isObject(value) && 'response' in value && value.response !== undefined && value.response !== null;
-}
-
-/**
- * Stats events live in a namespace of their own, so that reading them never scans the cache
- * entries (which may be large).
- */
-export function statsNamespace(namespace: string): string {
-	const name = `prompt-cache-stats:${namespace}`;
-	return name.length <= MAX_NAMESPACE_LENGTH ? name : `prompt-cache-stats:#${sha256(namespace)}`;
 }
 
 /**
@@ -87,7 +72,7 @@ const SKIPPED_REASON = 'Editor test run: the ledger was skipped';
 export function skippedLookup(
 	ctx: IExecuteFunctions,
 	items: INodeExecutionData[],
-	rows: ReadonlyArray<{ index: number; namespace: string; hash: string; envelope: PromptEnvelope }>,
+	rows: ReadonlyArray<{ index: number; namespace: string; hash: string; envelope: PromptEnvelope; receipt: string[] }>,
 	hashOnly: boolean,
 	outputs: INodeExecutionData[][],
 ): INodeExecutionData[][] | null {
@@ -99,6 +84,7 @@ export function skippedLookup(
 			reason: SKIPPED_REASON,
 			model: row.envelope.model,
 			hashOnly,
+			keyReceipt: row.receipt,
 			...(hashOnly ? {} : { prompt: row.envelope as unknown as IDataObject }),
 		});
 		outputs[1].push(itemWithFacts(items[row.index], row.index, facts));

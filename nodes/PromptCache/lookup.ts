@@ -1,4 +1,3 @@
-import { randomUUID } from 'crypto';
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { leaseLive } from '../../lib/ledger/claims';
@@ -13,18 +12,15 @@ import { namespaceReader, readDurationOption } from '../../lib/n8n/scope';
 import { ANSWER_WITHIN, WAIT_UP_TO } from './options';
 import {
 	CACHE_STEP,
-	STATS_STEP,
-	STATS_TTL_MS,
 	cacheFacts,
 	holderOf,
 	isObject,
 	isStoredEntry,
 	seconds,
 	skippedLookup,
-	statsNamespace,
 	type StoredEntry,
 } from './common';
-import { responseText, usageTokens } from './responseShapes';
+import { answerDigest, responseText, usageSplit, usageTokens } from './responseShapes';
 
 const HIT = 0;
 const MISS = 1;
@@ -33,6 +29,10 @@ interface LookupConfig {
 	namespace: (itemIndex: number, item: INodeExecutionData) => string;
 	input: (itemIndex: number, item: INodeExecutionData) => PromptInput;
 	forceRefresh: (itemIndex: number, item: INodeExecutionData) => boolean;
+	skipCache: (itemIndex: number, item: INodeExecutionData) => boolean;
+	/** Never answer from the cache; record what would have been a Hit. */
+	shadow: boolean;
+	prices: Prices | null;
 	engineEvaluated: boolean;
 	hashOnly: boolean;
 	whileComputing: 'wait' | 'miss';
@@ -48,17 +48,63 @@ interface Row {
 	namespace: string;
 	hash: string;
 	envelope: PromptEnvelope;
+	receipt: string[];
 	force: boolean;
+	/** "Skip the Cache" is on for this item: no read, no write, no reservation. */
+	skip: boolean;
+}
+
+/** What shadow mode found for an item that it sent to Miss. */
+interface ShadowFinding {
+	/** A normal Lookup would have answered this item from the cache (or waited for another run's answer). */
+	wouldHit: boolean;
+	/** Digest of the cached answer, for Store to compare the fresh one with. */
+	cachedAnswer?: string;
 }
 
 type Fate =
 	| { kind: 'hit'; record: LedgerRecord; waitedMs: number | null }
-	| { kind: 'miss'; record: LedgerRecord | null; computing: boolean; reason: string };
+	| { kind: 'miss'; record: LedgerRecord | null; computing: boolean; reason: string; shadow?: ShadowFinding; bypassed?: boolean };
 
 /** Model, system prompt and prompt are text; a number from an expression is read as text. */
 const asText = (value: unknown) => (typeof value === 'number' || typeof value === 'boolean' ? String(value) : value);
 
 const toFlag = (value: unknown) => value === true || value === 'true' || value === 1;
+
+/** Price per 1,000 input and output tokens, in the user's currency. */
+interface Prices {
+	input: number;
+	output: number;
+}
+
+function readPrices(options: IDataObject): Prices | null {
+	const price = (name: string, label: string) => {
+		const value = options[name];
+		if (value === undefined || value === null || value === '') return 0;
+		const n = typeof value === 'string' ? Number(value) : value;
+		if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) {
+			throw new LedgerInputError(`"${label}" must be a number of 0 or more, not ${JSON.stringify(value)}`, 'Enter the price your provider charges per 1,000 tokens, e.g. 0.00015, or remove the option.');
+		}
+		return n;
+	};
+	const prices = { input: price('priceInputPer1k', 'Price per 1,000 Input Tokens'), output: price('priceOutputPer1k', 'Price per 1,000 Output Tokens') };
+	return prices.input > 0 || prices.output > 0 ? prices : null;
+}
+
+/** What a hit did not spend again: tokens by the stored usage, and money where prices are set. */
+interface Saving {
+	tokens: number;
+	inputTokens: number | null;
+	outputTokens: number | null;
+	money: number | null;
+}
+
+function savingOf(entry: StoredEntry, prices: Prices | null): Saving {
+	const split = usageSplit(entry.usage);
+	const tokens = entry.tokens ?? usageTokens(entry.usage) ?? (split.input ?? 0) + (split.output ?? 0);
+	const money = prices && (split.input !== null || split.output !== null) ? ((split.input ?? 0) * prices.input + (split.output ?? 0) * prices.output) / 1000 : null;
+	return { tokens, inputTokens: split.input, outputTokens: split.output, money };
+}
 
 /** The request itself, which has its own fields. */
 const PROMPT_PARTS = new Set(['model', 'messages', 'system', 'prompt', 'input', 'instructions', 'contents', 'systemInstruction']);
@@ -172,11 +218,15 @@ function readConfig(ctx: IExecuteFunctions): LookupConfig {
 		throw new LedgerInputError(`Unknown prompt source "${source}"`);
 	}
 	const force = parameterSource(ctx, 'options.forceRefresh', false);
+	const skip = parameterSource(ctx, 'options.skipCache', false);
 	const whileComputing = (options.whileComputing ?? 'wait') as LookupConfig['whileComputing'];
 	return {
 		namespace: namespaceReader(ctx, 'options'),
 		input,
 		forceRefresh: (i, item) => toFlag(force.read(i, item)),
+		skipCache: (i, item) => toFlag(skip.read(i, item)),
+		shadow: options.shadowMode === true,
+		prices: readPrices(options),
 		engineEvaluated: engine || sources.some((s) => s.kind === 'engine'),
 		hashOnly: options.hashOnly === true,
 		whileComputing,
@@ -281,22 +331,26 @@ async function waitForOthers(
 	}
 }
 
-function hitItem(index: number, row: Row, record: LedgerRecord, waitedMs: number | null): { item: INodeExecutionData; tokens: number } {
+function hitItem(index: number, row: Row, record: LedgerRecord, waitedMs: number | null, prices: Prices | null): { item: INodeExecutionData; saving: Saving } {
 	const entry = record.result as StoredEntry;
 	const storedAt = typeof entry.storedAt === 'string' ? new Date(entry.storedAt) : record.updatedAt;
-	const tokens = entry.tokens ?? usageTokens(entry.usage) ?? 0;
+	const saving = savingOf(entry, prices);
 	const facts = cacheFacts('hit', row.namespace, row.hash, record, {
 		storedAt: storedAt.toISOString(),
 		ageSeconds: seconds(Date.now() - storedAt.getTime()),
 		model: entry.model ?? row.envelope.model,
 		usage: entry.usage ?? null,
-		tokensSaved: tokens,
+		tokensSaved: saving.tokens,
+		inputTokensSaved: saving.inputTokens,
+		outputTokensSaved: saving.outputTokens,
+		moneySaved: saving.money,
 		text: responseText(entry.response),
+		keyReceipt: row.receipt,
 		...(waitedMs !== null ? { waitedMs } : {}),
 	});
 	// The answer looks exactly like the AI node's output, so both branches can meet downstream.
 	const body = isObject(entry.response) ? (entry.response as IDataObject) : { response: entry.response as IDataObject };
-	return { item: { json: withFactsField(body, facts), pairedItem: { item: index } }, tokens };
+	return { item: { json: withFactsField(body, facts), pairedItem: { item: index } }, saving };
 }
 
 function missItem(item: INodeExecutionData, index: number, row: Row, fate: Extract<Fate, { kind: 'miss' }>, hashOnly: boolean): INodeExecutionData {
@@ -305,6 +359,9 @@ function missItem(item: INodeExecutionData, index: number, row: Row, fate: Extra
 		reason: fate.reason,
 		model: row.envelope.model,
 		hashOnly,
+		keyReceipt: row.receipt,
+		...(fate.bypassed ? { bypassed: true } : {}),
+		...(fate.shadow ? { shadow: { ...fate.shadow } } : {}),
 		...(hashOnly ? {} : { prompt: row.envelope as unknown as IDataObject }),
 	});
 	return itemWithFacts(item, index, facts);
@@ -334,8 +391,8 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 		try {
 			const item = items[i];
 			const namespace = config.namespace(i, item);
-			const { hash, envelope } = promptHash(config.input(i, item));
-			rows.push({ index: i, namespace, hash, envelope, force: config.forceRefresh(i, item) });
+			const { hash, envelope, receipt } = promptHash(config.input(i, item));
+			rows.push({ index: i, namespace, hash, envelope, receipt, force: config.forceRefresh(i, item), skip: config.skipCache(i, item) });
 		} catch (error) {
 			failItem(i, error);
 		}
@@ -353,91 +410,18 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 	const holder = holderOf(this);
 	const claimOptions: ClaimOptions = { mode: 'lease', holder, leaseMs: config.leaseMs, ttlMs: config.leaseMs };
 	const fates = new Array<Fate | undefined>(rows.length);
-	let ledger: Ledger;
+	// Items with "Skip the Cache" go to Miss untouched: no read, no reservation, nothing stored.
+	const cached: number[] = [];
+	rows.forEach((row, r) => {
+		if (row.skip) fates[r] = { kind: 'miss', record: null, computing: false, reason: 'Skip the Cache is on for this item', bypassed: true };
+		else cached.push(r);
+	});
+	let ledger: Ledger | null = null;
 	try {
-		ledger = await openLedger(this);
-		const forced = rows.filter((r) => r.force);
-		if (forced.length > 0) {
-			// Force refresh: mark the stored answer as failed, which makes it claimable again. A
-			// reservation held by another run is left alone (that run is fetching a fresh answer).
-			await ledger.record(
-				forced.map((r) => ({ namespace: r.namespace, key: r.hash, step: CACHE_STEP, status: 'failed_retryable' as const, result: null })),
-				{ ttlMs: config.leaseMs, holder },
-			);
+		if (cached.length > 0) {
+			ledger = await openLedger(this);
+			await lookUp(ledger, rows, cached, fates, config, claimOptions);
 		}
-		const requests: ClaimRequest[] = rows.map((r) => ({ namespace: r.namespace, key: r.hash, step: CACHE_STEP, fingerprint: null }));
-		const outcomes: ClaimOutcome[] = await ledger.claim(requests, claimOptions);
-
-		const waiting = new Map<string, { namespace: string; hash: string; rows: number[] }>();
-		const duplicates: Array<[number, number]> = [];
-		const busy: number[] = [];
-		outcomes.forEach((outcome, r) => {
-			const row = rows[r];
-			switch (outcome.kind) {
-				case 'claimed':
-					fates[r] = {
-						kind: 'miss',
-						record: outcome.record,
-						computing: true,
-						reason: row.force
-							? 'Force refresh'
-							: outcome.previousStatus === 'in_progress'
-								? 'Not cached; the run that reserved this prompt did not store an answer in time'
-								: 'Not cached',
-					};
-					break;
-				case 'duplicate':
-					fates[r] = isStoredEntry(outcome.record.result)
-						? { kind: 'hit', record: outcome.record, waitedMs: null }
-						: { kind: 'miss', record: outcome.record, computing: false, reason: 'The stored entry has no answer' };
-					break;
-				case 'in_progress':
-					if (outcome.record.leaseHolder === holder) {
-						fates[r] = { kind: 'miss', record: outcome.record, computing: true, reason: 'Already reserved by this execution' };
-					} else {
-						busy.push(r);
-					}
-					break;
-				case 'mismatch':
-					fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: 'The stored entry does not match' };
-					break;
-				case 'batch_duplicate':
-					duplicates.push([r, outcome.firstIndex]);
-					break;
-			}
-		});
-		const held = { since: null as number | null };
-		for (const fate of fates) {
-			if (fate?.kind === 'miss' && fate.computing && fate.record) held.since = Math.min(held.since ?? Infinity, fate.record.updatedAt.getTime());
-		}
-		for (const r of busy) {
-			const row = rows[r];
-			const outcome = outcomes[r] as Extract<ClaimOutcome, { kind: 'in_progress' }>;
-			const id = rowId(row.namespace, row.hash);
-			if (config.whileComputing !== 'wait') {
-				fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: 'Another run is asking the model for this prompt right now' };
-			} else if (!mayWait(outcome.record, held)) {
-				fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: NO_WAIT_WHILE_HOLDING };
-			} else {
-				const w = waiting.get(id) ?? { namespace: row.namespace, hash: row.hash, rows: [] };
-				w.rows.push(r);
-				waiting.set(id, w);
-			}
-		}
-		const settle = (list: number[], fate: Fate) => list.forEach((r) => (fates[r] = fate));
-		if (waiting.size > 0) {
-			await waitForOthers(ledger, waiting, settle, claimOptions, config.waitMs, held);
-			for (const w of waiting.values()) {
-				settle(w.rows, {
-					kind: 'miss',
-					record: null,
-					computing: false,
-					reason: `Waited ${seconds(config.waitMs)} s for another run to store its answer; it has not yet`,
-				});
-			}
-		}
-		// Repeats of a prompt inside this batch share the first one's fate.
-		for (const [r, first] of duplicates) fates[r] = fates[first];
 	} catch (error) {
 		if (config.failOpen) {
 			this.addExecutionHints({
@@ -446,7 +430,7 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 				location: 'outputPane',
 			});
 			for (const row of rows) {
-				const facts = cacheFacts('unverified', row.namespace, row.hash, null, { computing: false, model: row.envelope.model, hashOnly: config.hashOnly });
+				const facts = cacheFacts('unverified', row.namespace, row.hash, null, { computing: false, model: row.envelope.model, hashOnly: config.hashOnly, keyReceipt: row.receipt });
 				outputs[MISS].push({ json: withFactsField(items[row.index].json, facts), pairedItem: { item: row.index } });
 			}
 			return outputs;
@@ -456,37 +440,38 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 		return outputs;
 	}
 
-	const stats = new Map<string, { hits: number; misses: number; tokensSaved: number }>();
+	const counts = new Map<string, Record<string, number>>();
 	rows.forEach((row, r) => {
 		const fate = fates[r] as Fate;
-		const s = stats.get(row.namespace) ?? { hits: 0, misses: 0, tokensSaved: 0 };
-		stats.set(row.namespace, s);
+		const c = counts.get(row.namespace) ?? {};
+		counts.set(row.namespace, c);
+		const add = (name: string, n = 1) => (c[name] = (c[name] ?? 0) + n);
+		add('lookups');
+		if (row.force) add('refreshed');
 		if (fate.kind === 'hit') {
-			const hit = hitItem(row.index, row, fate.record, fate.waitedMs);
+			const hit = hitItem(row.index, row, fate.record, fate.waitedMs, config.prices);
 			outputs[HIT].push(hit.item);
-			s.hits++;
-			s.tokensSaved += hit.tokens;
+			add('hits');
+			add('tokensSaved', hit.saving.tokens);
+			add('inputTokensSaved', hit.saving.inputTokens ?? 0);
+			add('outputTokensSaved', hit.saving.outputTokens ?? 0);
+			add('moneySaved', hit.saving.money ?? 0);
 		} else {
 			outputs[MISS].push(missItem(items[row.index], row.index, row, fate, config.hashOnly));
-			s.misses++;
+			add('misses');
+			if (fate.bypassed) add('bypassed');
+			if (fate.shadow) {
+				add('shadowLookups');
+				if (fate.shadow.wouldHit) add('shadowWouldHit');
+			}
 		}
 	});
 
 	if (config.recordStats) {
-		// One insert-only event per namespace and run: concurrent runs never overwrite each other's counts.
-		const at = new Date().toISOString();
-		const execution = this.getExecutionId() ?? 'unknown';
+		// One counter upsert for the whole batch (every namespace in it), added to today's counts.
 		try {
-			await ledger.record(
-				[...stats.entries()].map(([namespace, s]) => ({
-					namespace: statsNamespace(namespace),
-					key: `${at}:${randomUUID()}:${execution}`.slice(0, 500),
-					step: STATS_STEP,
-					status: 'completed' as const,
-					result: { ...s, at },
-				})),
-				{ ttlMs: STATS_TTL_MS },
-			);
+			ledger ??= await openLedger(this);
+			await ledger.addCounts([...counts].map(([namespace, c]) => ({ namespace, counts: nonZero(c) })));
 		} catch {
 			this.addExecutionHints({
 				message: 'The hits and misses of this run could not be added to the cache stats (the ledger did not answer). The lookups themselves are fine.',
@@ -496,4 +481,129 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 		}
 	}
 	return outputs;
+}
+
+const nonZero = (counts: Record<string, number>) => Object.fromEntries(Object.entries(counts).filter(([, n]) => n !== 0));
+
+/**
+ * Claims the `cached` rows (reserving the prompts nobody has answered), waits for other runs'
+ * answers where allowed, and settles each row's fate. In shadow mode nothing is answered from the
+ * cache: what would have been a Hit goes to Miss with what the cache holds, for Store to compare.
+ */
+async function lookUp(
+	ledger: Ledger,
+	rows: Row[],
+	cached: number[],
+	fates: Array<Fate | undefined>,
+	config: LookupConfig,
+	claimOptions: ClaimOptions,
+): Promise<void> {
+	const holder = claimOptions.holder;
+	const forced = cached.filter((r) => rows[r].force);
+	if (forced.length > 0) {
+		// Force refresh: mark the stored answer as failed, which makes it claimable again. A
+		// reservation held by another run is left alone (that run is fetching a fresh answer).
+		await ledger.record(
+			forced.map((r) => ({ namespace: rows[r].namespace, key: rows[r].hash, step: CACHE_STEP, status: 'failed_retryable' as const, result: null })),
+			{ ttlMs: config.leaseMs, holder },
+		);
+	}
+	const requests: ClaimRequest[] = cached.map((r) => ({ namespace: rows[r].namespace, key: rows[r].hash, step: CACHE_STEP, fingerprint: null }));
+	const outcomes: ClaimOutcome[] = await ledger.claim(requests, claimOptions);
+
+	const waiting = new Map<string, { namespace: string; hash: string; rows: number[] }>();
+	const duplicates: Array<[number, number]> = [];
+	const busy: Array<[number, Extract<ClaimOutcome, { kind: 'in_progress' }>]> = [];
+	outcomes.forEach((outcome, k) => {
+		const r = cached[k];
+		const row = rows[r];
+		switch (outcome.kind) {
+			case 'claimed':
+				fates[r] = {
+					kind: 'miss',
+					record: outcome.record,
+					computing: true,
+					reason: row.force
+						? 'Force refresh'
+						: outcome.previousStatus === 'in_progress'
+							? 'Not cached; the run that reserved this prompt did not store an answer in time'
+							: 'Not cached',
+				};
+				break;
+			case 'duplicate':
+				fates[r] = isStoredEntry(outcome.record.result)
+					? { kind: 'hit', record: outcome.record, waitedMs: null }
+					: { kind: 'miss', record: outcome.record, computing: false, reason: 'The stored entry has no answer' };
+				break;
+			case 'in_progress':
+				if (outcome.record.leaseHolder === holder) {
+					fates[r] = { kind: 'miss', record: outcome.record, computing: true, reason: 'Already reserved by this execution' };
+				} else {
+					busy.push([r, outcome]);
+				}
+				break;
+			case 'mismatch':
+				fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: 'The stored entry does not match' };
+				break;
+			case 'batch_duplicate':
+				duplicates.push([r, cached[outcome.firstIndex]]);
+				break;
+		}
+	});
+	const held = { since: null as number | null };
+	for (const fate of fates) {
+		if (fate?.kind === 'miss' && fate.computing && fate.record) held.since = Math.min(held.since ?? Infinity, fate.record.updatedAt.getTime());
+	}
+	for (const [r, outcome] of busy) {
+		const row = rows[r];
+		const id = rowId(row.namespace, row.hash);
+		if (config.shadow) {
+			fates[r] = {
+				kind: 'miss',
+				record: outcome.record,
+				computing: false,
+				reason: 'Shadow mode: another run is asking the model for this prompt right now',
+				shadow: { wouldHit: config.whileComputing === 'wait' },
+			};
+		} else if (config.whileComputing !== 'wait') {
+			fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: 'Another run is asking the model for this prompt right now' };
+		} else if (!mayWait(outcome.record, held)) {
+			fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: NO_WAIT_WHILE_HOLDING };
+		} else {
+			const w = waiting.get(id) ?? { namespace: row.namespace, hash: row.hash, rows: [] };
+			w.rows.push(r);
+			waiting.set(id, w);
+		}
+	}
+	const settle = (list: number[], fate: Fate) => list.forEach((r) => (fates[r] = fate));
+	if (waiting.size > 0) {
+		await waitForOthers(ledger, waiting, settle, claimOptions, config.waitMs, held);
+		for (const w of waiting.values()) {
+			settle(w.rows, {
+				kind: 'miss',
+				record: null,
+				computing: false,
+				reason: `Waited ${seconds(config.waitMs)} s for another run to store its answer; it has not yet`,
+			});
+		}
+	}
+	if (config.shadow) {
+		for (const r of cached) fates[r] = fates[r] && shadowFate(fates[r] as Fate);
+	}
+	// Repeats of a prompt inside this batch share the first one's fate.
+	for (const [r, first] of duplicates) fates[r] = fates[first];
+}
+
+/** Shadow mode: a Hit becomes a Miss that says it would have hit, with the cached answer's digest. */
+function shadowFate(fate: Fate): Fate {
+	if (fate.kind === 'hit') {
+		return {
+			kind: 'miss',
+			record: fate.record,
+			computing: false,
+			reason: 'Shadow mode: the cache has an answer (this would have been a Hit); the model is asked anyway and Store compares the answers',
+			shadow: { wouldHit: true, cachedAnswer: answerDigest((fate.record.result as StoredEntry).response) },
+		};
+	}
+	return fate.shadow ? fate : { ...fate, shadow: { wouldHit: false } };
 }

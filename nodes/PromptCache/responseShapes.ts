@@ -1,7 +1,7 @@
 /**
  * Reading the answer and its token usage out of the response shapes the Prompt Cache meets.
  * The cache stores the AI node's output as it is; these helpers only read it, for the `text`
- * fact and for the "tokens saved" estimate. No n8n imports.
+ * fact, the tokens and money saved, and the comparison of answers in shadow mode. No n8n imports.
  *
  * - n8n OpenAI node, "Message a Model" simplified: `{ message: { content } }` (one item per choice)
  * - OpenAI Chat Completions, full (OpenAI node with Simplify off, or the HTTP Request node):
@@ -12,6 +12,9 @@
  * - Gemini: `{ candidates: [{ content: { parts: [{ text }] } }], usageMetadata: { totalTokenCount } }`
  * - LangChain chains and the AI Agent: `{ text }`, `{ output }`, `{ response }`
  */
+
+import { sha256 } from '../../lib/ledger/fingerprint';
+import { canonicalJson, normalizeText } from '../../lib/ledger/promptHash';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -99,6 +102,33 @@ export function usageTokens(usage: unknown): number | null {
 	if (input === null && output === null) return null;
 	const cached = (num(usage.cache_creation_input_tokens) ?? 0) + (num(usage.cache_read_input_tokens) ?? 0);
 	return (input ?? 0) + (output ?? 0) + cached;
+}
+
+/**
+ * Input (prompt) and output (completion) tokens of a usage object, each null when the usage does
+ * not say: OpenAI `prompt_tokens`/`completion_tokens` (Chat Completions) or
+ * `input_tokens`/`output_tokens` (Responses API), Anthropic `input_tokens`/`output_tokens` with its
+ * cache reads and writes counted as input, Gemini `promptTokenCount`/`candidatesTokenCount`,
+ * LangChain `promptTokens`/`completionTokens` (n8n's AI nodes).
+ */
+export function usageSplit(usage: unknown): { input: number | null; output: number | null } {
+	if (!isObject(usage)) return { input: null, output: null };
+	let input = num(usage.input_tokens) ?? num(usage.prompt_tokens) ?? num(usage.promptTokens) ?? num(usage.promptTokenCount);
+	const cached = (num(usage.cache_creation_input_tokens) ?? 0) + (num(usage.cache_read_input_tokens) ?? 0);
+	if (input !== null || cached > 0) input = (input ?? 0) + cached;
+	const output = num(usage.output_tokens) ?? num(usage.completion_tokens) ?? num(usage.completionTokens) ?? num(usage.candidatesTokenCount);
+	return { input, output };
+}
+
+/**
+ * A digest of the answer, for shadow mode's "did the fresh answer differ from the cached one": the
+ * answer's text (trimmed, line endings normalized) where the shape has one, so that ids, creation
+ * times and usage that differ on every call do not count as a different answer; otherwise the
+ * whole response as canonical JSON.
+ */
+export function answerDigest(response: unknown): string {
+	const text = responseText(response);
+	return sha256(text !== null ? `text:${normalizeText(text)}` : `json:${canonicalJson(response)}`);
 }
 
 /** The model the provider says answered, if the response names it. */

@@ -1,61 +1,120 @@
-import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
-import type { Ledger } from '../../lib/ledger/types';
+import { LedgerInputError } from '../../lib/ledger/errors';
+import { COUNTS_KEPT_DAYS, type DailyCounts, type Ledger } from '../../lib/ledger';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader } from '../../lib/n8n/scope';
-import { STATS_STEP, STATS_TTL_MS, isObject, statsNamespace } from './common';
+
+/** Days Get Stats covers unless told otherwise. */
+export const STATS_DAYS = 30;
+
+/** The counters Lookup and Store add to, per namespace and day (one upsert per run). */
+const COUNTERS = [
+	'lookups',
+	'hits',
+	'misses',
+	'bypassed',
+	'refreshed',
+	'tokensSaved',
+	'inputTokensSaved',
+	'outputTokensSaved',
+	'moneySaved',
+	'shadowLookups',
+	'shadowWouldHit',
+	'shadowCompared',
+	'shadowDiffered',
+] as const;
+
+type Counter = (typeof COUNTERS)[number];
+export type PromptCacheDay = { day: string } & Record<Counter, number>;
 
 export interface PromptCacheStats {
 	namespace: string;
+	windowDays: number;
+	/** First day in the window with any lookup (UTC, by the ledger's clock). */
+	since: string | null;
+	lookups: number;
 	hits: number;
 	misses: number;
-	lookups: number;
 	/** Hits per lookup, 0..1 (null before the first lookup). */
 	hitRate: number | null;
-	/** Tokens the stored answers' usage says the hits did not spend again. An estimate. */
+	/** Items that went to Miss with "Skip the Cache", and lookups with "Force Refresh". */
+	bypassed: number;
+	refreshed: number;
+	/** What the hits did not spend again, by the stored answers' usage. Estimates. */
 	tokensSaved: number;
-	/** First counted lookup in the window. */
-	since: string | null;
-	windowDays: number;
+	inputTokensSaved: number;
+	outputTokensSaved: number;
+	/** By the prices set on the Lookup; 0 where none were set. */
+	moneySaved: number;
+	/** Shadow mode: how often the cache would have answered, and how often a fresh answer differed from the cached one. */
+	shadow: {
+		lookups: number;
+		wouldHit: number;
+		wouldHitRate: number | null;
+		compared: number;
+		differed: number;
+		differedRate: number | null;
+	};
+	/** Day by day, oldest first; days without lookups are left out. */
+	days: PromptCacheDay[];
 }
 
-const PAGE = 1000;
-const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
+const rate = (part: number, whole: number) => (whole > 0 ? Math.round((part / whole) * 10_000) / 10_000 : null);
+/** Money is added up in fractions of a cent: shown to 9 decimals, without float noise. */
+const money = (n: number) => Math.round(n * 1e9) / 1e9;
 
-/**
- * Sums the namespace's stats events. Each Lookup run adds one insert-only event per namespace,
- * so concurrent runs never lose each other's counts; events expire after 30 days.
- */
-export async function promptCacheStats(ledger: Ledger, namespace: string): Promise<PromptCacheStats> {
-	let hits = 0;
-	let misses = 0;
-	let tokensSaved = 0;
-	let since: string | null = null;
-	let cursor: string | null = null;
-	do {
-		const page = await ledger.list({ namespace: statsNamespace(namespace), status: 'completed', limit: PAGE, cursor });
-		for (const record of page.records) {
-			if (record.step !== STATS_STEP || !isObject(record.result)) continue;
-			hits += count(record.result.hits);
-			misses += count(record.result.misses);
-			tokensSaved += count(record.result.tokensSaved);
-			const at = record.firstSeenAt.toISOString();
-			if (since === null || at < since) since = at;
+/** The stats of one namespace from its daily counters. */
+export function summarizeCounts(namespace: string, daily: DailyCounts[], windowDays: number): PromptCacheStats {
+	const total = Object.fromEntries(COUNTERS.map((c) => [c, 0])) as Record<Counter, number>;
+	const days: PromptCacheDay[] = [];
+	for (const { day, counts } of daily) {
+		const row = { day } as PromptCacheDay;
+		for (const c of COUNTERS) {
+			const n = typeof counts[c] === 'number' && Number.isFinite(counts[c]) ? counts[c] : 0;
+			row[c] = c === 'moneySaved' ? money(n) : n;
+			total[c] += n;
 		}
-		cursor = page.nextCursor;
-	} while (cursor);
-	const lookups = hits + misses;
+		if (COUNTERS.some((c) => row[c] !== 0)) days.push(row);
+	}
 	return {
 		namespace,
-		hits,
-		misses,
-		lookups,
-		hitRate: lookups ? Math.round((hits / lookups) * 10_000) / 10_000 : null,
-		tokensSaved,
-		since,
-		windowDays: STATS_TTL_MS / 86_400_000,
+		windowDays,
+		since: days.find((d) => d.lookups > 0)?.day ?? null,
+		lookups: total.lookups,
+		hits: total.hits,
+		misses: total.misses,
+		hitRate: rate(total.hits, total.lookups),
+		bypassed: total.bypassed,
+		refreshed: total.refreshed,
+		tokensSaved: total.tokensSaved,
+		inputTokensSaved: total.inputTokensSaved,
+		outputTokensSaved: total.outputTokensSaved,
+		moneySaved: money(total.moneySaved),
+		shadow: {
+			lookups: total.shadowLookups,
+			wouldHit: total.shadowWouldHit,
+			wouldHitRate: rate(total.shadowWouldHit, total.shadowLookups),
+			compared: total.shadowCompared,
+			differed: total.shadowDiffered,
+			differedRate: rate(total.shadowDiffered, total.shadowCompared),
+		},
+		days,
 	};
+}
+
+export async function promptCacheStats(ledger: Ledger, namespace: string, windowDays = STATS_DAYS): Promise<PromptCacheStats> {
+	return summarizeCounts(namespace, await ledger.readCounts(namespace, windowDays), windowDays);
+}
+
+function readDays(ctx: IExecuteFunctions): number {
+	const options = ctx.getNodeParameter('statsOptions', 0, {}) as IDataObject;
+	const days = options.days === undefined ? STATS_DAYS : Number(options.days);
+	if (!Number.isInteger(days) || days < 1 || days > COUNTS_KEPT_DAYS) {
+		throw new LedgerInputError(`"Days" must be a whole number from 1 to ${COUNTS_KEPT_DAYS}, not ${JSON.stringify(options.days)}`, `Stats are kept ${COUNTS_KEPT_DAYS} days; enter how many of the last days to add up, e.g. 30.`);
+	}
+	return days;
 }
 
 export async function executeStats(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
@@ -63,8 +122,10 @@ export async function executeStats(this: IExecuteFunctions): Promise<INodeExecut
 	const node = this.getNode();
 	const continueOnFail = this.continueOnFail();
 	let namespaceOf: ReturnType<typeof namespaceReader>;
+	let days: number;
 	try {
 		namespaceOf = namespaceReader(this);
+		days = readDays(this);
 	} catch (error) {
 		throw toNodeError(node, error);
 	}
@@ -77,10 +138,10 @@ export async function executeStats(this: IExecuteFunctions): Promise<INodeExecut
 			let stats = computed.get(namespace);
 			if (!stats) {
 				ledger ??= await openLedger(this);
-				stats = await promptCacheStats(ledger, namespace);
+				stats = await promptCacheStats(ledger, namespace, days);
 				computed.set(namespace, stats);
 			}
-			out.push({ json: { ...stats }, pairedItem: { item: i } });
+			out.push({ json: { ...stats } as unknown as IDataObject, pairedItem: { item: i } });
 		} catch (error) {
 			const nodeError = toNodeError(node, error, i);
 			if (!continueOnFail) throw nodeError;

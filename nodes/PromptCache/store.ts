@@ -25,7 +25,7 @@ import {
 	skippedStore,
 	type StoredEntry,
 } from './common';
-import { looksLikeError, responseModel, responseText, responseUsage, usageTokens } from './responseShapes';
+import { answerDigest, looksLikeError, responseModel, responseText, responseUsage, usageTokens } from './responseShapes';
 
 const HASH = /^[0-9a-f]{64}$/;
 
@@ -39,6 +39,11 @@ interface Target {
 	fence: number | null;
 	/** The Lookup sent this item to Hit: there is nothing to store. */
 	fromHit: boolean;
+	/** "Skip the Cache" was on for this item in the Lookup: nothing is stored. */
+	bypassed: boolean;
+	/** Shadow mode found a cached answer: its digest, to compare the fresh answer with (nothing is stored). */
+	shadowAnswer: string | null;
+	keyReceipt: string[] | null;
 	model: string | null;
 	prompt: IDataObject | null;
 }
@@ -113,6 +118,9 @@ function targetFromFacts(facts: IDataObject): Target {
 		holder: facts.computing === true && typeof facts.leaseHolder === 'string' ? facts.leaseHolder : null,
 		fence: facts.computing === true && typeof facts.fence === 'number' ? facts.fence : null,
 		fromHit: facts.outcome === 'hit',
+		bypassed: facts.bypassed === true,
+		shadowAnswer: isObject(facts.shadow) && typeof facts.shadow.cachedAnswer === 'string' ? facts.shadow.cachedAnswer : null,
+		keyReceipt: Array.isArray(facts.keyReceipt) ? (facts.keyReceipt as string[]) : null,
 		model: typeof facts.model === 'string' ? facts.model : null,
 		prompt: isObject(facts.prompt) ? (facts.prompt as IDataObject) : null,
 	};
@@ -139,7 +147,7 @@ function readConfig(ctx: IExecuteFunctions): StoreConfig {
 					'Map Prompt Hash to the 64-character hash the Lookup put on its Miss items, {{ $json.idempotency.promptHash }}, carried along to this node.',
 				);
 			}
-			return { namespace: namespace(i, item), hash: text, holder: null, fence: null, fromHit: false, model: null, prompt: null };
+			return { namespace: namespace(i, item), hash: text, holder: null, fence: null, fromHit: false, bypassed: false, shadowAnswer: null, keyReceipt: null, model: null, prompt: null };
 		};
 	} else {
 		const named = String(ctx.getNodeParameter('lookupNode', 0, '') ?? '').trim();
@@ -208,15 +216,39 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 
 	const pending: Pending[] = [];
 	const failed: Array<{ index: number; target: Target }> = [];
+	// Shadow mode's comparisons, per namespace, added to the cache stats in one write.
+	const compared = new Map<string, { shadowCompared: number; shadowDiffered: number }>();
 	for (let i = 0; i < items.length; i++) {
 		try {
 			const item = items[i];
 			const target = config.target(i, item);
+			const receipt = target.keyReceipt ? { keyReceipt: target.keyReceipt } : {};
 			if (target.fromHit) {
-				results[i] = passOn(i, cacheFacts('not_stored', target.namespace, target.hash, null, { reason: 'The answer came from the cache (Hit); it is stored already' }));
+				results[i] = passOn(i, cacheFacts('not_stored', target.namespace, target.hash, null, { reason: 'The answer came from the cache (Hit); it is stored already', ...receipt }));
+				continue;
+			}
+			if (target.bypassed) {
+				results[i] = passOn(i, cacheFacts('not_stored', target.namespace, target.hash, null, { reason: 'Skip the Cache was on for this item in the Lookup, so its answer is not stored', ...receipt }));
 				continue;
 			}
 			const response = config.responsePath ? readPath(item.json, config.responsePath) : withoutFacts(item.json);
+			if (target.shadowAnswer !== null && item.error === undefined && !looksLikeError(response) && response !== undefined && response !== null) {
+				// Shadow mode: the cached answer stays; count whether the fresh one says the same.
+				const same = answerDigest(response) === target.shadowAnswer;
+				const c = compared.get(target.namespace) ?? { shadowCompared: 0, shadowDiffered: 0 };
+				c.shadowCompared++;
+				if (!same) c.shadowDiffered++;
+				compared.set(target.namespace, c);
+				results[i] = passOn(i, cacheFacts('not_stored', target.namespace, target.hash, null, {
+					reason: same
+						? 'Shadow mode: the fresh answer says the same as the cached one, which is kept'
+						: 'Shadow mode: the fresh answer differs from the cached one, which is kept',
+					shadow: { sameAsCached: same },
+					text: responseText(response),
+					...receipt,
+				}));
+				continue;
+			}
 			if (item.error !== undefined || looksLikeError(response)) {
 				// Never cache an error. Free the reservation so that a waiting run asks the model itself.
 				failed.push({ index: i, target });
@@ -260,6 +292,18 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 	if (skipped) return skipped;
 	const written = new Map<number, LedgerRecord | null>();
 	const refused = new Map<number, 'stored' | 'reserved'>();
+	if (compared.size > 0) {
+		try {
+			const ledger = await openLedger(this);
+			await ledger.addCounts([...compared].map(([namespace, counts]) => ({ namespace, counts })));
+		} catch {
+			this.addExecutionHints({
+				message: 'Shadow mode\'s comparisons of this run could not be added to the cache stats (the ledger did not answer). The answers themselves are fine.',
+				type: 'warning',
+				location: 'outputPane',
+			});
+		}
+	}
 	if (pending.length > 0 || failed.length > 0) {
 		try {
 			const ledger = await openLedger(this);
@@ -326,6 +370,7 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 	for (const p of pending) {
 		const record = written.get(p.index) ?? null;
 		const extra: IDataObject = {
+			...(p.target.keyReceipt ? { keyReceipt: p.target.keyReceipt } : {}),
 			model: p.entry.model,
 			tokens: p.entry.tokens,
 			bytes: p.bytes,

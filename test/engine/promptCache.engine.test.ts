@@ -3,11 +3,11 @@ import type { IDataObject, INode, INodeParameters } from 'n8n-workflow';
 import { closeAllPostgresLedgers } from '../../lib/ledger/postgres/connect';
 import { PostgresLedger } from '../../lib/ledger/postgres/PostgresLedger';
 import { promptHash } from '../../lib/ledger/promptHash';
-import { CACHE_STEP, statsNamespace } from '../../nodes/PromptCache/common';
+import { CACHE_STEP } from '../../nodes/PromptCache/common';
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { promptCacheStats } from '../../nodes/PromptCache/stats';
 import { FAKE_LLM_TYPE, FakeLlmNode, localCalls, type Shape } from '../integration/fixtures/prompt-llm-node';
-import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { countingParameterReads, runWorkflow, type EngineRunResult } from '../support/engine';
 
 const TYPE = 'n8n-nodes-idempotency.promptCache';
@@ -86,9 +86,7 @@ const withoutFacts = (json: IDataObject) => {
 
 afterAll(async () => {
 	await closeAllPostgresLedgers();
-	for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) {
-		await pool.query(`DROP TABLE IF EXISTS "public"."${table}${suffix}"`);
-	}
+	await dropLedgerTables(pool, table);
 	await pool.end();
 });
 
@@ -455,8 +453,10 @@ describe('stats', () => {
 		);
 		expect(stats.error).toBeUndefined();
 		expect(stats.items('Stats')[0].json).toMatchObject({ namespace: shared.namespace, hits: 3, misses: 3, lookups: 6, hitRate: 0.5, tokensSaved: 90, windowDays: 30 });
-		const events = await inspect.list({ namespace: statsNamespace(shared.namespace), limit: 100 });
-		expect(events.records).toHaveLength(3);
+		// Three runs, one counter row: each run added to today's counts, no row per event.
+		const daily = await pool.query(`SELECT counts FROM "public"."${table}_daily" WHERE namespace = $1`, [shared.namespace]);
+		expect(daily.rows).toHaveLength(1);
+		expect(daily.rows[0].counts).toMatchObject({ lookups: 6, hits: 3, misses: 3, tokensSaved: 90 });
 	});
 
 	test('concurrent runs never lose each other\'s counts', async () => {

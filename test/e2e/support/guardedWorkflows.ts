@@ -243,7 +243,7 @@ export function ledgerTable(table: string) {
 			await pool.query(sql);
 		},
 		async drop() {
-			for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) {
+			for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_daily', '_migrations']) {
 				await pool.query(`DROP TABLE IF EXISTS ${q(table + suffix)}`).catch(() => undefined);
 			}
 			await pool.end();

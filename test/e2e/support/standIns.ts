@@ -22,6 +22,7 @@ import { Client } from 'pg';
 
 import { spawn } from 'child_process';
 
+import { LEDGER_SUFFIXES } from '../../support/db';
 import { readBody } from '../../support/destinations';
 import { freePort, repoRoot, type N8nInstance, type WorkflowJson } from './n8n';
 
@@ -233,8 +234,6 @@ export function ledgerCredentialData(table: string): Record<string, unknown> {
 		poolSize: 5,
 	};
 }
-
-export const LEDGER_SUFFIXES = ['', '_counters', '_checkpoints', '_audit', '_migrations'];
 
 export interface LedgerRow {
 	namespace: string;

@@ -6,13 +6,25 @@ import {
 } from 'n8n-workflow';
 
 import { STATUSES } from '../../../../lib/ledger/types';
+import { promptCacheStats, type PromptCacheStats } from '../../../PromptCache/stats';
 import { iso, namespaceOf, namespaceProperties, runPerItem } from '../common';
+
+/** The cache's totals; its day-by-day list is Prompt Cache's Get Stats. */
+function withoutDays(stats: PromptCacheStats): Omit<PromptCacheStats, 'days'> {
+	const { days: _days, ...totals } = stats;
+	void _days;
+	return totals;
+}
 
 const properties: INodeProperties[] = [...namespaceProperties()];
 
 export const description = updateDisplayOptions({ show: { resource: ['ledger'], operation: ['stats'] } }, properties);
 
-/** Counts of live rows by status, stuck rows, duplicates blocked and the oldest in-progress row of one namespace. */
+/**
+ * Counts of live rows by status, stuck rows, duplicates blocked and the oldest in-progress row of
+ * one namespace; and, where Prompt Cache looked up prompts in it, the cache's last 30 days:
+ * hit rate, tokens and money saved, and shadow mode's would-have-hit and differed rates.
+ */
 export async function execute(this: IExecuteFunctions, items: INodeExecutionData[]): Promise<INodeExecutionData[]> {
 	const namespace = namespaceOf(this);
 	return await runPerItem(
@@ -20,7 +32,7 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 		items,
 		(i, item) => namespace(i, item),
 		async (ledger, ns) => {
-			const stats = await ledger.stats(ns);
+			const [stats, cache] = await Promise.all([ledger.stats(ns), promptCacheStats(ledger, ns)]);
 			const now = Date.now();
 			const oldest = stats.oldestInProgressAt;
 			return {
@@ -31,6 +43,7 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 				duplicatesBlocked: stats.duplicatesBlocked,
 				oldestInProgressAt: iso(oldest),
 				oldestInProgressAgeSeconds: oldest ? Math.max(0, Math.round((now - oldest.getTime()) / 1000)) : null,
+				promptCache: cache.lookups > 0 || cache.shadow.compared > 0 ? withoutDays(cache) : null,
 				asOf: new Date(now).toISOString(),
 			};
 		},
