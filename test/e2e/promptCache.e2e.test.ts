@@ -20,7 +20,7 @@ const PKG = 'n8n-nodes-idempotency';
 const table = uniqueLedgerTable('e2e_prompt_cache');
 const ledger = new LedgerTables(table);
 
-function promptCacheFlow(webhookPath: string, modelUrl: string, credentialId: string): WorkflowJson {
+function promptCacheFlow(webhookPath: string, modelUrl: string, credentialId: string, lookupOptions: Record<string, unknown> = {}): WorkflowJson {
 	const ledgerCredential = { idempotencyPostgresApi: { id: credentialId, name: 'Ledger (e2e)' } };
 	const node = (name: string, type: string, typeVersion: number, x: number, y: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
 		id: randomUUID(),
@@ -54,7 +54,7 @@ function promptCacheFlow(webhookPath: string, modelUrl: string, credentialId: st
 				1,
 				440,
 				0,
-				{ operation: 'lookup', promptSource: 'body', requestBody: '={{ $json.body }}' },
+				{ operation: 'lookup', promptSource: 'body', requestBody: '={{ $json.body }}', options: lookupOptions },
 				{ credentials: ledgerCredential },
 			),
 			node('Ask the model', 'n8n-nodes-base.httpRequest', 4.2, 660, 120, {
@@ -93,10 +93,32 @@ function promptCacheFlow(webhookPath: string, modelUrl: string, credentialId: st
 	};
 }
 
+/** Webhook → Prompt Cache Get Stats of a shared namespace, answered with the stats. */
+function statsFlow(webhookPath: string, credentialId: string, namespace: string): WorkflowJson {
+	return {
+		name: `e2e prompt cache stats ${webhookPath}`,
+		nodes: [
+			{ id: randomUUID(), name: 'Webhook', type: 'n8n-nodes-base.webhook', typeVersion: 2, position: [0, 0], webhookId: randomUUID(), parameters: { httpMethod: 'POST', path: webhookPath, responseMode: 'lastNode', options: {} } },
+			{
+				id: randomUUID(),
+				name: 'Stats',
+				type: `${PKG}.promptCache`,
+				typeVersion: 1,
+				position: [220, 0],
+				parameters: { operation: 'stats', scope: 'shared', namespace },
+				credentials: { idempotencyPostgresApi: { id: credentialId, name: 'Ledger (e2e)' } },
+			},
+		],
+		connections: { Webhook: { main: [[{ node: 'Stats', type: 'main', index: 0 }]] } },
+		settings: { executionOrder: 'v1' },
+	};
+}
+
 describe('e2e: Prompt Cache in a flow (real n8n, OpenAI-compatible stand-in)', () => {
 	let n8n: N8nInstance | undefined;
 	let model: OpenAiStandIn;
 	let workflowId: string;
+	let credentialId: string;
 	const figures: string[] = [];
 
 	beforeAll(async () => {
@@ -105,6 +127,7 @@ describe('e2e: Prompt Cache in a flow (real n8n, OpenAI-compatible stand-in)', (
 		await n8n.setupOwner();
 		await n8n.createApiKey();
 		const credential = await n8n.createCredential({ name: 'Ledger (e2e)', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) });
+		credentialId = credential.id;
 		workflowId = await n8n.deploy(promptCacheFlow('ask', model.url, credential.id));
 		figures.push(`n8n boot ${Math.round(n8n.bootMs)} ms`);
 	});
@@ -169,4 +192,40 @@ describe('e2e: Prompt Cache in a flow (real n8n, OpenAI-compatible stand-in)', (
 		expect(again.body).toMatchObject({ cache: 'hit', answer: 'answer #1 to: What does idempotent mean?' });
 		expect(model.calls.length).toBe(before + 1);
 	});
+
+	test('shadow mode, 100 prompts with 40 repeats: 100 model calls and a would-have-hit rate of 40 %; the cache then makes 60 calls for the same prompts', async () => {
+		const fast = await openAiStandIn({ reply: (call) => `answer to: ${call.body.messages?.at(-1)?.content}` });
+		try {
+			const run = Date.now().toString(36);
+			const questions = [...Array.from({ length: 60 }, (_, i) => `Question ${i}?`), ...Array.from({ length: 40 }, (_, i) => `Question ${(i * 7) % 60}?`)];
+			const namespaces = { shadow: `e2e-shadow-${run}`, normal: `e2e-normal-${run}` };
+			await n8n!.deploy(promptCacheFlow(`shadow-${run}`, fast.url, credentialId, { namespace: namespaces.shadow, shadowMode: true }));
+			await n8n!.deploy(promptCacheFlow(`normal-${run}`, fast.url, credentialId, { namespace: namespaces.normal }));
+			await n8n!.deploy(statsFlow(`stats-shadow-${run}`, credentialId, namespaces.shadow));
+			await n8n!.deploy(statsFlow(`stats-normal-${run}`, credentialId, namespaces.normal));
+
+			const outcomes: Record<string, number> = {};
+			for (const question of questions) {
+				const res = await n8n!.post(`shadow-${run}`, { question });
+				expect(res.status).toBe(200);
+				outcomes[res.body.cache] = (outcomes[res.body.cache] ?? 0) + 1;
+			}
+			const shadowCalls = fast.calls.length;
+			// Every prompt went to the model; the 40 repeats found an answer, kept it, and compared.
+			expect(shadowCalls).toBe(100);
+			expect(outcomes).toEqual({ stored: 60, not_stored: 40 });
+			const shadowStats = (await n8n!.post(`stats-shadow-${run}`, {})).body;
+			expect(shadowStats).toMatchObject({ lookups: 100, hits: 0, misses: 100 });
+			expect(shadowStats.shadow).toMatchObject({ lookups: 100, wouldHit: 40, wouldHitRate: 0.4, compared: 40, differed: 0, differedRate: 0 });
+
+			for (const question of questions) expect((await n8n!.post(`normal-${run}`, { question })).status).toBe(200);
+			const normalCalls = fast.calls.length - shadowCalls;
+			expect(normalCalls).toBe(60);
+			const normalStats = (await n8n!.post(`stats-normal-${run}`, {})).body;
+			expect(normalStats).toMatchObject({ lookups: 100, hits: 40, misses: 60, hitRate: 0.4, tokensSaved: 40 * 28 });
+			figures.push(`shadow: ${shadowCalls} model calls, would-have-hit ${shadowStats.shadow.wouldHitRate}; normal: ${normalCalls} calls, hit rate ${normalStats.hitRate}`);
+		} finally {
+			await fast.close();
+		}
+	}, 300_000);
 });
