@@ -12,8 +12,10 @@
  * A claim that takes over a lapsed lease tells which phase the dead run reached:
  *   - no phase (it died before sending could start), or a failed_retryable row: safe to send;
  *   - `sending` (it may have sent, then died before recording): the ambiguous case. A destination
- *     that honours the Idempotency-Key is asked again with the same key; Slack and email go to
- *     Needs Review unless the user accepted the risk.
+ *     that honours the Idempotency-Key is asked again with the same key. Otherwise, where the
+ *     channel can ask the destination (Slack history, the Sent folder over IMAP, a check request),
+ *     it asks first: found is recorded as sent and Skipped, not found is sent; when the check
+ *     cannot answer, or there is none, the step goes to Needs Review unless the user accepted the risk.
  */
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
@@ -32,6 +34,7 @@ import { factsOf, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
 import { readDurationOption } from '../../lib/n8n/scope';
+import type { CheckVerdict, CheckWindow } from '../../lib/n8n/channels/types';
 import type { ChannelAdapter, ChannelModule } from './channels/adapter';
 import { emailModule } from './channels/email';
 import { httpModule } from './channels/http';
@@ -132,6 +135,19 @@ function facts(outcome: Outcome | 'sent' | 'skipped' | 'needs_review', row: RowI
 	delete base.result;
 	return { ...base, ...extra };
 }
+
+/** What a check found, as kept on the item and in the row's result. */
+interface CheckEvidence extends IDataObject {
+	outcome: CheckVerdict['outcome'];
+	detail: string;
+	checkedAt: string;
+}
+
+/**
+ * Where an earlier attempt may have sent: between the step's first claim and this takeover, both
+ * by the ledger's clock (a takeover keeps the first-seen time).
+ */
+const checkWindow = (claim: LedgerRecord): CheckWindow => ({ sinceMs: claim.firstSeenAt.getTime(), untilMs: claim.updatedAt.getTime() });
 
 /** When and by whom a stored result was sent. */
 function provenance(record: LedgerRecord): IDataObject {
@@ -258,8 +274,37 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			chunk.map((p) => ({ ...p.row, fingerprint: p.fingerprint })),
 			{ mode: 'lease', holder, leaseMs: config.leaseMs, ttlMs: config.ttlMs, reclaimOwnLease },
 		);
-		const toSend: Array<{ p: Prepared; record: LedgerRecord; resend: boolean }> = [];
-		const records: Array<{ request: RecordRequest; p: Prepared; verdict?: Verdict; resend?: boolean; kind: 'sent' | 'review' | 'unit' }> = [];
+		const toSend: Array<{ p: Prepared; record: LedgerRecord; resend: boolean; check?: CheckEvidence }> = [];
+		const toCheck: Array<{ p: Prepared; record: LedgerRecord }> = [];
+		const records: Array<{
+			request: RecordRequest;
+			p: Prepared;
+			verdict?: Verdict;
+			resend?: boolean;
+			check?: CheckEvidence;
+			kind: 'sent' | 'review' | 'unit' | 'recovered';
+		}> = [];
+		/**
+		 * A step an earlier attempt may have sent, on a channel that cannot deduplicate, with no check or
+		 * a check that could not answer: recorded as needs_review for a person, with the check's evidence.
+		 */
+		const reviewAmbiguous = (p: Prepared, claim: LedgerRecord, check: CheckEvidence | null) => {
+			const detail =
+				check === null
+					? 'A previous attempt started sending and died before it recorded the result; the message may have been delivered'
+					: `A previous attempt started sending and died before it recorded the result, and the destination could not tell whether the message arrived (${check.detail})`;
+			records.push({
+				kind: 'review',
+				p,
+				request: {
+					...p.row,
+					status: 'needs_review',
+					fence: claim.fence,
+					result: { reason: 'ambiguous', detail, executionId, at: new Date().toISOString(), ...(check ? { check } : {}) },
+				},
+			});
+			route(p.index, REVIEW, facts('needs_review', p.row, claim, { reason: 'ambiguous', detail, ...(check ? { check } : {}) }));
+		};
 		const lostUnits = new Set<number>();
 		const waitAgain: Prepared[] = [];
 		const batchDuplicates: Array<{ p: Prepared; first: Prepared }> = [];
@@ -272,18 +317,8 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 				case 'claimed': {
 					const lapsedMidSend = outcome.previousStatus === 'in_progress' && outcome.previousPhase === PHASE_SENDING;
 					if (lapsedMidSend && !adapter.channel.idempotent && !adapter.acceptUncertain) {
-						const detail = 'A previous attempt started sending and died before it recorded the result; the message may have been delivered';
-						records.push({
-							kind: 'review',
-							p,
-							request: {
-								...p.row,
-								status: 'needs_review',
-								fence: outcome.record.fence,
-								result: { reason: 'ambiguous', detail, executionId, at: new Date().toISOString() },
-							},
-						});
-						route(p.index, REVIEW, facts('needs_review', p.row, outcome.record, { reason: 'ambiguous', detail }));
+						if (adapter.channel.check) toCheck.push({ p, record: outcome.record });
+						else reviewAmbiguous(p, outcome.record, null);
 					} else {
 						toSend.push({ p, record: outcome.record, resend: lapsedMidSend });
 					}
@@ -318,6 +353,31 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			}
 		});
 
+		// Ask the destination about each step an earlier attempt may have sent (a check never sends):
+		// found is recorded as sent, not found is sent now, no answer goes to Needs Review.
+		await forEachLimit(toCheck, config.concurrency, async ({ p, record }) => {
+			const message = adapter.forClaim ? adapter.forClaim(p.message, record) : p.message;
+			const verdict: CheckVerdict = await adapter.channel.check!(message, checkWindow(record)).catch((error: unknown) => ({
+				outcome: 'unknown' as const,
+				detail: `The check failed: ${(error as Error)?.message ?? String(error)}`,
+			}));
+			const check: CheckEvidence = { outcome: verdict.outcome, detail: verdict.detail, checkedAt: new Date().toISOString() };
+			if (verdict.outcome === 'not_found') {
+				toSend.push({ p, record, resend: true, check });
+			} else if (verdict.outcome === 'unknown') {
+				reviewAmbiguous(p, record, check);
+			} else {
+				const result = { ...resultOf({ status: 'completed', externalId: verdict.externalId, response: verdict.response, attempts: 0, waitedMs: 0 }), recovered: true, check };
+				records.push({
+					kind: 'recovered',
+					p: { ...p, message },
+					check,
+					request: { ...p.row, status: 'completed', externalId: verdict.externalId, result, fingerprint: p.fingerprint, fence: record.fence },
+				});
+				if (config.completeUnit) records.push({ kind: 'unit', p, request: unitRequest(p, verdict.externalId, result) });
+			}
+		});
+
 		// 3. The recovery point, for every row about to be sent, in one call.
 		if (toSend.length > 0) {
 			const marked = await ledger.markPhase(
@@ -341,7 +401,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 					deadline,
 					now: () => performance.now(),
 				});
-				records.push({ kind: 'sent', p: { ...s.p, message }, verdict, resend: s.resend, request: verdictRequest(s.p, verdict, s.record) });
+				records.push({ kind: 'sent', p: { ...s.p, message }, verdict, resend: s.resend, check: s.check, request: verdictRequest(s.p, verdict, s.record, s.check) });
 				if (verdict.status === 'completed' && config.completeUnit) {
 					records.push({ kind: 'unit', p: s.p, request: unitRequest(s.p, verdict.externalId, resultOf(verdict)) });
 				}
@@ -366,8 +426,21 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		});
 		records.forEach((x, n) => {
 			const outcome = written[n];
-			if (x.kind === 'review' && outcome?.kind === 'lost_lease') {
+			if ((x.kind === 'review' || x.kind === 'recovered') && outcome?.kind === 'lost_lease') {
 				deferred.push({ p: x.p, error: lostLease(x.p, 'while this run was deciding, so nothing was sent or recorded') });
+				return;
+			}
+			if (x.kind === 'recovered') {
+				const record = outcome?.kind === 'written' ? outcome.record : null;
+				route(x.p.index, SKIPPED, facts('skipped', x.p.row, record, {
+					reason: 'already_sent',
+					recovered: true,
+					detail: 'A previous attempt died before it recorded the result; the destination confirms the message went out, so it was recorded as sent and not sent again',
+					externalId: x.request.externalId ?? null,
+					check: x.check ?? null,
+					...(adapter.describe?.(x.p.message) ?? {}),
+					...(lostUnits.has(x.p.index) ? { unitRecorded: false } : {}),
+				}));
 				return;
 			}
 			if (x.kind !== 'sent' || !x.verdict) return;
@@ -376,7 +449,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 				deferred.push({ p: x.p, error: lostLease(x.p, what) });
 				return;
 			}
-			routeVerdict(x.p, x.verdict, outcome?.kind === 'written' ? outcome.record : null, x.resend === true, lostUnits.has(x.p.index));
+			routeVerdict(x.p, x.verdict, outcome?.kind === 'written' ? outcome.record : null, x.resend === true, lostUnits.has(x.p.index), x.check);
 		});
 		for (const { p, first } of batchDuplicates) {
 			const error = routeBatchDuplicate(p, first);
@@ -413,9 +486,10 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		};
 	}
 
-	function verdictRequest(p: Prepared, verdict: Verdict, claim: LedgerRecord): RecordRequest {
+	function verdictRequest(p: Prepared, verdict: Verdict, claim: LedgerRecord, check?: CheckEvidence): RecordRequest {
 		if (verdict.status === 'completed') {
-			return { ...p.row, status: 'completed', externalId: verdict.externalId, result: resultOf(verdict), fingerprint: p.fingerprint, fence: claim.fence };
+			const result = check ? { ...resultOf(verdict), check } : resultOf(verdict);
+			return { ...p.row, status: 'completed', externalId: verdict.externalId, result, fingerprint: p.fingerprint, fence: claim.fence };
 		}
 		return {
 			...p.row,
@@ -432,8 +506,8 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		return { namespace: p.row.namespace, key: p.row.key, step: UNIT_STEP, status: 'completed', externalId, result, fence };
 	}
 
-	function routeVerdict(p: Prepared, verdict: Verdict, record: LedgerRecord | null, resend: boolean, unitLost: boolean) {
-		const described = adapter.describe?.(p.message) ?? {};
+	function routeVerdict(p: Prepared, verdict: Verdict, record: LedgerRecord | null, resend: boolean, unitLost: boolean, check?: CheckEvidence) {
+		const described = { ...(adapter.describe?.(p.message) ?? {}), ...(check ? { check } : {}) };
 		const warn = unitLost
 			? { unitRecorded: false, warning: 'Another run took over the unit of work, so it was not marked completed here; that run records it' }
 			: {};

@@ -26,6 +26,26 @@ export type AttemptResult =
 	 */
 	| { kind: 'unauthorized'; reason: string; response: unknown };
 
+/**
+ * The time window in which an earlier attempt may have sent a message: from when the step was
+ * first claimed to when this run took it over, as epoch milliseconds by the ledger's clock. A
+ * check widens it by its own margin for the destination's clock.
+ */
+export interface CheckWindow {
+	sinceMs: number;
+	untilMs: number;
+}
+
+/**
+ * What a destination says about a message an earlier attempt may have sent. `found` carries what
+ * a send would have returned (Slack `ts`, an HTTP resource id); `unknown` means the check could
+ * not answer (it failed, timed out, or is not set up), and the step goes to Needs Review.
+ */
+export type CheckVerdict =
+	| { outcome: 'found'; externalId: string | null; response: unknown; detail: string }
+	| { outcome: 'not_found'; detail: string }
+	| { outcome: 'unknown'; detail: string };
+
 export interface Channel<M> {
 	/** `http`, `slack` or `email`: stored with the result. */
 	readonly name: string;
@@ -35,6 +55,12 @@ export interface Channel<M> {
 	 */
 	readonly idempotent: boolean;
 	send(message: M, attempt: number): Promise<AttemptResult>;
+	/**
+	 * Asks the destination whether this message went out in an earlier attempt, within `window`.
+	 * Never sends anything, never throws (a failure is `unknown`). Absent on a channel that has no
+	 * way to ask, or whose check the user has not set up.
+	 */
+	check?(message: M, window: CheckWindow): Promise<CheckVerdict>;
 }
 
 /** A minimal HTTP client interface, so that channels run on n8n's request helpers or on anything else. */
