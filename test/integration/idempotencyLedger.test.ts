@@ -258,6 +258,20 @@ describe('Key → Release', () => {
 		expect(rows[0].actor).toBe('workflow:wf-ops execution:exec-77');
 	});
 
+	test('what Guarded Send\'s check found at the destination is on the listed row and on the released step', async () => {
+		const ns = `release-evidence-${Date.now()}`;
+		const check = { outcome: 'unknown', detail: 'Slack refused to show the channel history (missing_scope)', checkedAt: '2026-11-25T10:00:00.000Z' };
+		await recordRow(f.ledger, ns, 'k', 'needs_review', 'slackNotify', { result: { reason: 'ambiguous', detail: 'may have been delivered', check } });
+		await recordRow(f.ledger, ns, 'k', 'completed', 'emailSend');
+		const listed = json(f.out(await f.run([{}], { resource: 'key', operation: 'list', ...shared(ns), status: 'needs_review' })))[0].records as Array<Record<string, unknown>>;
+		expect(listed.map((r) => [r.step, r.check])).toEqual([['slackNotify', check]]);
+		const released = json(f.out(await f.run([{}], { resource: 'key', operation: 'release', ...shared(ns), key: 'k', resolution: 'sent' })))[0];
+		expect((released.steps as Array<Record<string, unknown>>).map((s) => [s.step, s.check]).sort()).toEqual([
+			['emailSend', null],
+			['slackNotify', check],
+		]);
+	});
+
 	test('an unknown key releases nothing and writes no audit row', async () => {
 		const audits = await auditRows();
 		const out = json(f.out(await f.run([{}], { resource: 'key', operation: 'release', ...shared('release-none'), key: 'nope' })));

@@ -235,6 +235,18 @@ export const iso = (d: Date | null | undefined): string | null => (d ? d.toISOSt
  * A ledger row as output JSON, dates as ISO strings. `stuck`: in progress with a lapsed lease, by
  * the ledger's clock. `mayHaveBeenSent`: it reached `sending`, so releasing it needs a decision.
  */
+/**
+ * What Guarded Send's check found when it asked the destination about this step ("was it
+ * delivered?"), as kept in the row's result: `{ outcome: found | not_found | unknown, detail,
+ * checkedAt }`. Null where no check ran (a step still stuck mid-send is checked by the next delivery).
+ */
+export function checkEvidence(r: LedgerRecord): IDataObject | null {
+	const result = r.result;
+	if (typeof result !== 'object' || result === null || Array.isArray(result)) return null;
+	const check = (result as IDataObject).check;
+	return typeof check === 'object' && check !== null && !Array.isArray(check) ? (check as IDataObject) : null;
+}
+
 export function recordJson(r: LedgerRecord): IDataObject {
 	return {
 		namespace: r.namespace,
@@ -252,6 +264,7 @@ export function recordJson(r: LedgerRecord): IDataObject {
 		previousStatus: r.previousStatus,
 		externalId: r.externalId,
 		result: (r.result ?? null) as IDataObject | null,
+		check: checkEvidence(r),
 		fingerprint: r.fingerprint,
 		version: r.version,
 		firstSeenAt: iso(r.firstSeenAt),

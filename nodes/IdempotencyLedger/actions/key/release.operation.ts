@@ -9,6 +9,7 @@ import {
 import { assertStep } from '../../../../lib/ledger/validate';
 import {
 	actorProperty,
+	checkEvidence,
 	keyProperty,
 	namespaceOf,
 	namespaceProperties,
@@ -110,6 +111,8 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 			};
 		},
 		async (ledger, request) => {
+			// The evidence a person decides on: what Guarded Send's check found at the destination, per step.
+			const before = new Map((await ledger.get(request.namespace, request.key)).map((r) => [r.step, checkEvidence(r)]));
 			const steps = await ledger.release({ ...request, ttlMs: RESOLVED_TTL_MS });
 			const count = (action: string) => steps.filter((s) => s.action === action).length;
 			const refused = steps.filter((s) => s.action === 'refused');
@@ -130,7 +133,7 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 				released: count('released'),
 				recordedSent: count('recorded_sent'),
 				refused: refused.length,
-				steps: steps.map((s): IDataObject => ({ step: s.step, status: s.status, phase: s.phase, action: s.action, reason: s.reason ?? null })),
+				steps: steps.map((s): IDataObject => ({ step: s.step, status: s.status, phase: s.phase, action: s.action, reason: s.reason ?? null, check: before.get(s.step) ?? null })),
 				releasedBy: request.releasedBy,
 				releasedAt: new Date().toISOString(),
 			};
