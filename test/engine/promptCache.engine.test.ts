@@ -1,4 +1,4 @@
-import type { IDataObject, INode, INodeParameters } from 'n8n-workflow';
+import type { IDataObject } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers } from '../../lib/ledger/postgres/connect';
 import { PostgresLedger } from '../../lib/ledger/postgres/PostgresLedger';
@@ -9,8 +9,8 @@ import { promptCacheStats } from '../../nodes/PromptCache/stats';
 import { FAKE_LLM_TYPE, FakeLlmNode, localCalls, type Shape } from '../integration/fixtures/prompt-llm-node';
 import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { countingParameterReads, runWorkflow, type EngineRunResult } from '../support/engine';
+import { promptCacheFlow, PROMPT_CACHE_TYPE as TYPE, type FlowOptions } from './promptCacheFlow';
 
-const TYPE = 'n8n-nodes-idempotency.promptCache';
 const table = uniqueTable('pc_engine');
 const credentials = { idempotencyPostgresApi: settingsFromUrl(table) };
 const nodeTypes = { [TYPE]: new PromptCache(), [FAKE_LLM_TYPE]: new FakeLlmNode() };
@@ -20,60 +20,8 @@ const inspect = new PostgresLedger({ pool, table });
 let workflowCounter = 0;
 const freshWorkflowId = () => `wf-${Date.now()}-${++workflowCounter}`;
 
-interface FlowOptions {
-	prompts: IDataObject[];
-	lookup?: INodeParameters;
-	store?: INodeParameters;
-	llm?: INodeParameters;
-	/** Extra settings for single nodes (onError etc.). */
-	lookupNode?: Partial<INode>;
-	storeNode?: Partial<INode>;
-}
-
-/** Trigger → Prompts → Lookup; Lookup's Miss → Fake LLM → Store. */
-function flow(o: FlowOptions) {
-	const node = (name: string, type: string, parameters: INodeParameters, x: number, extra: Partial<INode> = {}): INode => ({
-		id: name,
-		name,
-		type,
-		typeVersion: 1,
-		position: [x, 0],
-		parameters,
-		...extra,
-	});
-	return {
-		nodes: [
-			node('Trigger', 'test.manualTrigger', {}, 0),
-			node('Prompts', 'test.items', { items: JSON.stringify(o.prompts) }, 200),
-			node(
-				'Lookup',
-				TYPE,
-				{
-					operation: 'lookup',
-					promptSource: 'text',
-					model: 'gpt-4o-mini',
-					systemPrompt: 'You are terse.',
-					prompt: '={{ $json.prompt }}',
-					modelParameters: { temperature: 0.2 },
-					...o.lookup,
-				},
-				400,
-				o.lookupNode,
-			),
-			node('LLM', FAKE_LLM_TYPE, { shape: 'openai-simple', ...o.llm }, 600),
-			node('Store', TYPE, { operation: 'store', ...o.store }, 800, o.storeNode),
-		],
-		connections: {
-			Trigger: { main: [[{ node: 'Prompts', type: 'main' as const, index: 0 }]] },
-			Prompts: { main: [[{ node: 'Lookup', type: 'main' as const, index: 0 }]] },
-			Lookup: { main: [[], [{ node: 'LLM', type: 'main' as const, index: 0 }]] },
-			LLM: { main: [[{ node: 'Store', type: 'main' as const, index: 0 }]] },
-		},
-	};
-}
-
 const run = (o: FlowOptions, workflowId: string, extra: { credentials?: typeof credentials } = {}) =>
-	runWorkflow(flow(o), { credentials: extra.credentials ?? credentials, nodeTypes, workflowId });
+	runWorkflow(promptCacheFlow(o), { credentials: extra.credentials ?? credentials, nodeTypes, workflowId });
 
 const hits = (r: EngineRunResult) => r.outputs('Lookup')[0] ?? [];
 const misses = (r: EngineRunResult) => r.outputs('Lookup')[1] ?? [];
@@ -96,7 +44,7 @@ describe('Prompt Cache through the real n8n engine', () => {
 		const readsFor = async (count: number) => {
 			reads.clear();
 			const prompts = Array.from({ length: count }, (_, i) => ({ prompt: `Read once, prompt ${i} of ${count}.` }));
-			const r = await runWorkflow(flow({ prompts, store: { storeOptions: { ttl: 2, ttlUnit: 'hours' } } }), {
+			const r = await runWorkflow(promptCacheFlow({ prompts, store: { storeOptions: { ttl: 2, ttlUnit: 'hours' } } }), {
 				credentials: credentials as never,
 				nodeTypes: { ...nodeTypes, [TYPE]: counting },
 				workflowId: freshWorkflowId(),
@@ -415,8 +363,8 @@ describe('single flight never leaves two runs waiting on each other', () => {
 		await reserve('mine-y', `y-${wf}`);
 		const lookup = { options: { waitTimeout: 20, waitTimeoutUnit: 'seconds' } };
 		const [x, y] = await Promise.all([
-			runWorkflow(flow({ prompts: [{ prompt: 'mine-x' }, { prompt: 'mine-y' }], lookup }), { credentials, nodeTypes, workflowId: wf, executionId: `x-${wf}` }),
-			runWorkflow(flow({ prompts: [{ prompt: 'mine-y' }, { prompt: 'mine-x' }], lookup }), { credentials, nodeTypes, workflowId: wf, executionId: `y-${wf}` }),
+			runWorkflow(promptCacheFlow({ prompts: [{ prompt: 'mine-x' }, { prompt: 'mine-y' }], lookup }), { credentials, nodeTypes, workflowId: wf, executionId: `x-${wf}` }),
+			runWorkflow(promptCacheFlow({ prompts: [{ prompt: 'mine-y' }, { prompt: 'mine-x' }], lookup }), { credentials, nodeTypes, workflowId: wf, executionId: `y-${wf}` }),
 		]);
 		// Neither stalled: no item waited out the 20 s (what a stall would end in), whatever the machine's speed.
 		for (const item of [...misses(x), ...misses(y)]) expect(String(facts(item.json).reason ?? '')).not.toMatch(/Waited/);

@@ -8,7 +8,7 @@
  * - savings: tokens and money the hits did not spend again, per namespace and per day;
  * - Skip the Cache and Force Refresh per item, by expression.
  */
-import type { IDataObject, INode, INodeParameters } from 'n8n-workflow';
+import type { IDataObject } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers } from '../../lib/ledger/postgres/connect';
 import { PostgresLedger } from '../../lib/ledger/postgres/PostgresLedger';
@@ -19,49 +19,10 @@ import { promptCacheStats } from '../../nodes/PromptCache/stats';
 import { FAKE_LLM_TYPE, FakeLlmNode, localCalls } from '../integration/fixtures/prompt-llm-node';
 import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { runWorkflow, type EngineRunResult } from '../support/engine';
+import { promptCacheFlow, PROMPT_CACHE_TYPE as TYPE, type FlowOptions } from './promptCacheFlow';
 import { deletePrefix, describeIfRedis, freshRedisLedger, newRedisClient, redisUrl, uniquePrefix } from '../support/redis';
 
-const TYPE = 'n8n-nodes-idempotency.promptCache';
 const nodeTypes = { [TYPE]: new PromptCache(), [FAKE_LLM_TYPE]: new FakeLlmNode() };
-
-interface FlowOptions {
-	prompts: IDataObject[];
-	lookup?: INodeParameters;
-	llm?: INodeParameters;
-}
-
-const node = (name: string, type: string, parameters: INodeParameters, x: number): INode => ({ id: name, name, type, typeVersion: 1, position: [x, 0], parameters });
-
-/** Trigger → Prompts → Lookup; Lookup's Miss → Fake LLM → Store. */
-const flow = (backend: string, o: FlowOptions) => ({
-	nodes: [
-		node('Trigger', 'test.manualTrigger', {}, 0),
-		node('Prompts', 'test.items', { items: JSON.stringify(o.prompts) }, 200),
-		node(
-			'Lookup',
-			TYPE,
-			{
-				backend,
-				operation: 'lookup',
-				promptSource: 'text',
-				model: 'gpt-4o-mini',
-				systemPrompt: '={{ $json.system ?? "You are terse." }}',
-				prompt: '={{ $json.prompt }}',
-				modelParameters: { temperature: 0 },
-				...o.lookup,
-			},
-			400,
-		),
-		node('LLM', FAKE_LLM_TYPE, { shape: 'openai-full', ...o.llm }, 600),
-		node('Store', TYPE, { backend, operation: 'store' }, 800),
-	],
-	connections: {
-		Trigger: { main: [[{ node: 'Prompts', type: 'main' as const, index: 0 }]] },
-		Prompts: { main: [[{ node: 'Lookup', type: 'main' as const, index: 0 }]] },
-		Lookup: { main: [[], [{ node: 'LLM', type: 'main' as const, index: 0 }]] },
-		LLM: { main: [[{ node: 'Store', type: 'main' as const, index: 0 }]] },
-	},
-});
 
 const hits = (r: EngineRunResult) => r.outputs('Lookup')[0] ?? [];
 const misses = (r: EngineRunResult) => r.outputs('Lookup')[1] ?? [];
@@ -82,7 +43,13 @@ function featureSuite(backend: () => Backend) {
 		b = backend();
 	});
 	const run = async (o: FlowOptions, namespace: string) => {
-		const r = await runWorkflow(flow(b.name, { ...o, lookup: { ...o.lookup, options: { namespace, ...(o.lookup?.options as IDataObject) } } }), {
+		const lookup = {
+			systemPrompt: '={{ $json.system ?? "You are terse." }}',
+			modelParameters: { temperature: 0 },
+			...o.lookup,
+			options: { namespace, ...(o.lookup?.options as IDataObject) },
+		};
+		const r = await runWorkflow(promptCacheFlow({ ...o, backend: b.name, lookup, llm: { shape: 'openai-full', ...o.llm } }), {
 			credentials: b.credentials as never,
 			nodeTypes,
 			workflowId: 'wf-trust',
