@@ -9,7 +9,15 @@ export function normalize(value: unknown): string {
 	return write(value) ?? 'null';
 }
 
-const text = (s: string) => JSON.stringify(s.includes('\r') ? s.replace(/\r\n?/g, '\n').trim() : s.trim());
+// What JSON.stringify escapes in a string: quote, backslash, control characters and lone
+// surrogates. Text with none of them (a paired surrogate is let through to JSON.stringify too) is
+// the same quoted by hand, without the call.
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+function text(s: string): string {
+	const t = s.includes('\r') ? s.replace(/\r\n?/g, '\n').trim() : s.trim();
+	return ESCAPED.test(t) ? JSON.stringify(t) : `"${t}"`;
+}
 
 // Member names repeat across items: quote each once.
 const quotedNames = new Map<string, string>();
@@ -22,13 +30,51 @@ function quoted(name: string): string {
 	return q;
 }
 
+/** Objects of one shape: the same member names in the same order. */
+interface Shape {
+	names: string[];
+	sorted: string[];
+	/** Each sorted name as `"name":`. */
+	labels: string[];
+}
+
+// The objects of a batch have few shapes (an item, its nested objects): the last few seen are
+// kept, so that their names are sorted and quoted once, not once per object. While objects do not
+// find their shape (names that change with every item), only every 32nd one looks; the others are
+// written as before shapes were kept.
+const shapes: Shape[] = [];
+const KEPT_SHAPES = 8;
+let next = 0;
+let misses = 0;
+
+function shapeOf(names: string[]): Shape | undefined {
+	if (misses >= 32 && ++misses % 32 !== 0) return undefined;
+	for (let s = 0; s < shapes.length; s++) {
+		const known = shapes[s].names;
+		if (known.length !== names.length) continue;
+		let i = 0;
+		while (i < names.length && known[i] === names[i]) i++;
+		if (i < names.length) continue;
+		misses = 0;
+		return shapes[s];
+	}
+	misses++;
+	const sorted = names.slice().sort();
+	const shape = { names, sorted, labels: sorted.map((name) => quoted(name) + ':') };
+	shapes[next] = shape;
+	next = (next + 1) % KEPT_SHAPES;
+	return shape;
+}
+
 function write(value: unknown): string | undefined {
 	switch (typeof value) {
 		case 'string':
 			return text(value);
 		case 'number':
+			// As JSON.stringify: the shortest text of a finite number, null for NaN and infinities.
+			return Number.isFinite(value) ? String(value) : 'null';
 		case 'boolean':
-			return JSON.stringify(value);
+			return value ? 'true' : 'false';
 		case 'bigint':
 			return value.toString();
 		case 'object':
@@ -44,6 +90,16 @@ function write(value: unknown): string | undefined {
 		return out + ']';
 	}
 	const names = Object.keys(value);
+	// A single name needs no order; several are sorted, once per kept shape.
+	const shape = names.length > 1 ? shapeOf(names) : undefined;
+	if (shape) {
+		let out = '';
+		for (let i = 0; i < shape.sorted.length; i++) {
+			const member = write((value as Record<string, unknown>)[shape.sorted[i]]);
+			if (member !== undefined) out += (out ? ',' : '{') + shape.labels[i] + member;
+		}
+		return out ? out + '}' : '{}';
+	}
 	if (names.length > 1) names.sort();
 	let out = '{';
 	for (const name of names) {
