@@ -244,6 +244,17 @@ export interface Ledger {
 	 * A row in phase `sending` does not expire until it is recorded or an operator resolves it.
 	 */
 	markPhase(rows: FencedRow[], phase: string): Promise<boolean[]>;
+	/**
+	 * Extend leases this claim still holds, so that a run that is alive keeps its keys under a short
+	 * lease: each row that is live, `in_progress`, carries the given fence and whose lease has not
+	 * lapsed (all by the ledger's clock) gets its lease end set to the ledger's now + `leaseMs`, and
+	 * its expiry to at least that (a row never expires while its lease is live). Nothing else on
+	 * the row changes (not `updatedAt`: it still says when the key was let through). One statement
+	 * (one script call) per chunk, rows locked in the global row order. Returns, in request order,
+	 * whether each row was renewed (false: absent, expired, settled, released, taken over, or its
+	 * lease had lapsed: a lapsed lease is never revived, as another run may already rely on it).
+	 */
+	renewLeases(rows: FencedRow[], leaseMs: number): Promise<boolean[]>;
 	/** Record the final status of many rows. Returns one outcome per request, in request order. */
 	record(requests: RecordRequest[], options: RecordOptions): Promise<RecordOutcome[]>;
 	/** All live steps of a key. */

@@ -308,6 +308,7 @@ export class PostgresLedger implements Ledger {
 		recordFenced: string;
 		recordUnfenced: string;
 		markPhase: string;
+		renewLeases: string;
 		release: string;
 		addCounts: string;
 		purge: string;
@@ -327,6 +328,7 @@ export class PostgresLedger implements Ledger {
 			recordFenced: this.recordFencedSql(),
 			recordUnfenced: this.recordUnfencedSql(),
 			markPhase: this.markPhaseSql(),
+			renewLeases: this.renewLeasesSql(),
 			release: this.releaseSql(),
 			addCounts: this.addCountsSql(),
 			purge: this.purgeSql(),
@@ -763,6 +765,53 @@ RETURNING l.namespace, l.key, l.step`;
 			for (const row of result) marked.add(idKey(row.namespace, row.key, row.step));
 		}
 		return rows.map((r) => marked.has(idKey(r.namespace, r.key, r.step)));
+	}
+
+	/**
+	 * Like markPhaseSql: rows locked in the global order, then re-checked on their latest version.
+	 * Only the lease end moves (and the expiry, never below it); updated_at stays the claim's.
+	 * $1..$3 namespace, key, step arrays, $4 fences, $5 lease ms.
+	 */
+	private renewLeasesSql(): string {
+		const held = (a: string) =>
+			`${a}.status = 'in_progress' AND ${a}.fence = i.fence AND ${a}.lease_expires_at > now() AND ${a}.expires_at > now()`;
+		const leaseEnd = `now() + $5 * interval '1 millisecond'`;
+		return `
+WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS i(ns, k, st, fence)),
+target AS (
+	SELECT l.namespace, l.key, l.step FROM ${this.t.ledger} l
+	JOIN i ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st
+	WHERE ${held('l')}
+	ORDER BY l.namespace, l.key, l.step
+	FOR UPDATE OF l
+)
+UPDATE ${this.t.ledger} l SET lease_expires_at = ${leaseEnd}, expires_at = greatest(l.expires_at, ${leaseEnd})
+FROM target t JOIN i ON i.ns = t.namespace AND i.k = t.key AND i.st = t.step
+WHERE l.namespace = t.namespace AND l.key = t.key AND l.step = t.step AND ${held('l')}
+RETURNING l.namespace, l.key, l.step, l.fence`;
+	}
+
+	async renewLeases(rows: FencedRow[], leaseMs: number): Promise<boolean[]> {
+		if (rows.length === 0) return [];
+		await this.ensureSchema();
+		const renewed = new Set<string>();
+		const order = sortByRowId(
+			rows.map((_, i) => i),
+			rows,
+		);
+		for (let start = 0; start < order.length; start += this.chunkSize) {
+			const chunk = order.slice(start, start + this.chunkSize).map((i) => rows[i]);
+			const result = await this.query(this.sql.renewLeases, [
+				chunk.map((r) => r.namespace),
+				chunk.map((r) => r.key),
+				chunk.map((r) => r.step),
+				chunk.map((r) => String(r.fence)),
+				Math.max(0, Math.round(leaseMs)),
+			]);
+			// By row and fence: a request that names the row with another fence was not renewed.
+			for (const row of result) renewed.add(`${idKey(row.namespace, row.key, row.step)}\u0000${row.fence}`);
+		}
+		return rows.map((r) => renewed.has(`${idKey(r.namespace, r.key, r.step)}\u0000${r.fence}`));
 	}
 
 	async get(namespace: string, key: string): Promise<LedgerRecord[]> {

@@ -337,6 +337,28 @@ export class RedisLedger implements Ledger {
 		return marked;
 	}
 
+	async renewLeases(rows: FencedRow[], leaseMs: number): Promise<boolean[]> {
+		if (rows.length === 0) return [];
+		await this.ensureSchema();
+		const chunks = this.chunks(
+			rows.map((_, i) => i),
+			(i) => rows[i].namespace,
+		);
+		const ms = Math.max(0, Math.round(leaseMs));
+		const calls = chunks.map(({ namespace, indexes }): Call => {
+			const k = namespaceKeys(this.prefix, namespace);
+			const members = indexes.map((i) => member(rows[i].key, rows[i].step));
+			const args: Array<string | number> = [ms, indexes.length];
+			indexes.forEach((i, j) => args.push(members[j], String(rows[i].fence)));
+			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(rows[i].key))];
+			return { name: 'idemLedgerRenewLeases', namespace, keys, args };
+		});
+		const replies = await this.run(calls);
+		const renewed = new Array<boolean>(rows.length).fill(false);
+		replies.forEach((reply, c) => (reply as number[]).forEach((ok, j) => (renewed[chunks[c].indexes[j]] = ok === 1)));
+		return renewed;
+	}
+
 	async get(namespace: string, key: string): Promise<LedgerRecord[]> {
 		await this.ensureSchema();
 		const k = namespaceKeys(this.prefix, namespace);

@@ -317,6 +317,31 @@ return out
 `;
 
 /**
+ * KEYS: 8 fixed, n row keys, n step-set keys. ARGV: leaseMs, n, then per row: member, fence.
+ * Extends the lease of rows that are live, in_progress, carry the fence and whose lease has not
+ * lapsed, to now + leaseMs; the row's expiry moves to at least that. updated_at stays (it says
+ * when the key was let through). Returns per row 1 (renewed) or 0.
+ */
+const RENEW_LEASES = `
+local leaseMs, n = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out = {}
+for i = 1, n do
+	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
+	local m, fence = ARGV[2 + 2 * i - 1], tonumber(ARGV[2 + 2 * i])
+	local row = readrow(rk)
+	if row and row.st == 'in_progress' and row.g ~= nil and row.g == fence and row.le ~= nil and row.le > now then
+		row.le = now + leaseMs
+		if row.e < row.le then row.e = row.le end
+		store(rk, sk, m, row, row)
+		out[i] = 1
+	else
+		out[i] = 0
+	end
+end
+return out
+`;
+
+/**
  * KEYS: 8 fixed, the step set of the key. Returns, flat, per live row: its text, lease ms left
  * (nil without a lease).
  */
@@ -614,6 +639,7 @@ export const SCRIPTS = {
 	idemLedgerClaim: COMMON + ROWS + CLAIM,
 	idemLedgerRecord: COMMON + ROWS + RECORD,
 	idemLedgerMarkPhase: COMMON + ROWS + MARK_PHASE,
+	idemLedgerRenewLeases: COMMON + ROWS + RENEW_LEASES,
 	idemLedgerGet: COMMON + ROWS + GET,
 	idemLedgerList: COMMON + ROWS + LIST,
 	idemLedgerRelease: COMMON + CALENDAR + ROWS + RELEASE,
