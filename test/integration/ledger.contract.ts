@@ -396,6 +396,75 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect(await mark([{ key: 'lap', fence: record.fence }])).toEqual([false]);
 		});
 
+		const renew = async (rows: Array<{ key: string; step?: string; fence: number | null }>, leaseMs: number) =>
+			ledger.renewLeases(rows.map((r) => ({ ...id(r.key, r.step), fence: r.fence! })), leaseMs);
+
+		test('renewLeases: the claim that holds a live lease extends it; the row outlives its old lease end, retention included', async () => {
+			const held = claimedRecord((await ledger.claim([req('rn')], lease('alive', 800, 300)))[0]);
+			await sleep(300);
+			expect(await renew([{ key: 'rn', fence: held.fence }], 5_000)).toEqual([true]);
+			const [row] = await ledger.get(ns, 'rn');
+			expect(row).toMatchObject({ status: 'in_progress', leaseHolder: 'alive', fence: held.fence, attempts: 1, phase: null });
+			expect(row.leaseRemainingMs).toBeGreaterThan(4_000);
+			expect(row.leaseRemainingMs).toBeLessThanOrEqual(5_000);
+			expect(row.leaseExpiresAt!.getTime()).toBeGreaterThan(held.leaseExpiresAt!.getTime());
+			expect(row.expiresAt.getTime()).toBeGreaterThanOrEqual(row.leaseExpiresAt!.getTime());
+			// updatedAt still says when the key was let through.
+			expect(row.updatedAt).toEqual(held.updatedAt);
+			// Past the old lease end and the retention: still held, still there.
+			await sleep(900);
+			expect((await ledger.claim([req('rn')], lease('next')))[0].kind).toBe('in_progress');
+			// The holder can still settle it with its fence.
+			const [done] = await ledger.record([{ ...id('rn'), status: 'completed', fence: held.fence }], { ttlMs: DAY });
+			expect(writtenRecord(done)).toMatchObject({ status: 'completed', leaseExpiresAt: null });
+		});
+
+		test('renewLeases refuses a stale fence, a settled row, a lapsed lease, a released row and an absent one; nothing changes', async () => {
+			const [taken, settled, lapsed, released, mine] = (
+				await ledger.claim([req('r-taken'), req('r-settled'), req('r-lapsed'), req('r-released'), req('r-mine')], lease('old', 300))
+			).map(claimedRecord);
+			const fence = taken.fence;
+			expect([settled, lapsed, released, mine].every((r) => r.fence === fence)).toBe(true);
+			expect(await renew([{ key: 'r-mine', fence }], 60_000)).toEqual([true]);
+			await ledger.record([{ ...id('r-settled'), status: 'completed', externalId: 'x-1', fence }], { ttlMs: DAY });
+			await release('r-released', null, { evenIfHeld: true });
+			await sleep(500);
+			const next = claimedRecord((await ledger.claim([req('r-taken')], lease('new-holder', 60_000)))[0]);
+			const before = ledger.roundTrips;
+			const out = await renew(
+				[
+					{ key: 'r-taken', fence },
+					{ key: 'r-settled', fence },
+					{ key: 'r-lapsed', fence },
+					{ key: 'r-released', fence },
+					{ key: 'r-absent', fence },
+					{ key: 'r-mine', fence: fence! - 1 },
+					{ key: 'r-mine', fence },
+				],
+				60_000,
+			);
+			expect(ledger.roundTrips - before).toBe(1);
+			expect(out).toEqual([false, false, false, false, false, false, true]);
+			// Taken over: the new holder's lease and fence are as it claimed them.
+			const [row] = await ledger.get(ns, 'r-taken');
+			expect(row).toMatchObject({ leaseHolder: 'new-holder', fence: next.fence });
+			expect(row.leaseExpiresAt).toEqual(next.leaseExpiresAt);
+			expect((await ledger.get(ns, 'r-settled'))[0]).toMatchObject({ status: 'completed', externalId: 'x-1', leaseExpiresAt: null });
+			// A lapsed lease is not revived: another run may take the key.
+			expect((await ledger.get(ns, 'r-lapsed'))[0].leaseRemainingMs).toBe(0);
+			expect((await ledger.claim([req('r-lapsed')], lease('other')))[0].kind).toBe('claimed');
+			expect(await ledger.get(ns, 'r-released')).toEqual([]);
+			expect(await ledger.get(ns, 'r-absent')).toEqual([]);
+			expect(await ledger.renewLeases([], 60_000)).toEqual([]);
+		});
+
+		test('renewLeases keeps a row in phase "sending" until it is resolved', async () => {
+			const held = claimedRecord((await ledger.claim([req('r-send', { step: 'mail' })], lease('alive', 5_000)))[0]);
+			expect(await mark([{ key: 'r-send', step: 'mail', fence: held.fence }])).toEqual([true]);
+			expect(await renew([{ key: 'r-send', step: 'mail', fence: held.fence }], 10_000)).toEqual([true]);
+			expect((await ledger.get(ns, 'r-send'))[0]).toMatchObject({ phase: 'sending', expiresAt: new Date('9999-12-31T00:00:00Z') });
+		});
+
 		test('reclaimOwnLease: the same holder takes over its own live lease and learns the phase; nobody else does', async () => {
 			const [own] = (await ledger.claim([req('own-sent'), req('own-early')], lease('exec-1'))).map(claimedRecord);
 			expect(await mark([{ key: 'own-sent', fence: own.fence }])).toEqual([true]);
@@ -476,6 +545,19 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 					const [out] = await ledger.claim([req('sk-fp', { fingerprint: 'two' })], lease('b'));
 					expect(out.kind).toBe('mismatch');
 					if (out.kind === 'mismatch') expect(out.record.leaseRemainingMs).toBe(0);
+				});
+			});
+
+			test('renewLeases: a live lease is renewed and a lapsed one is not, by the ledger clock', async () => {
+				await withHostClockSkew(skewMs, async () => {
+					const live = claimedRecord((await ledger.claim([req('sk-renew')], lease('a', 2_000)))[0]);
+					const lapsed = claimedRecord((await ledger.claim([req('sk-lapse')], lease('a', 300)))[0]);
+					await sleep(500);
+					expect(await renew([{ key: 'sk-renew', fence: live.fence }, { key: 'sk-lapse', fence: lapsed.fence }], 10_000)).toEqual([true, false]);
+					const [row] = await ledger.get(ns, 'sk-renew');
+					expect(row.leaseRemainingMs).toBeGreaterThan(8_000);
+					expect(row.leaseRemainingMs).toBeLessThanOrEqual(10_000);
+					expect((await ledger.claim([req('sk-renew'), req('sk-lapse')], lease('b'))).map((o) => o.kind)).toEqual(['in_progress', 'claimed']);
 				});
 			});
 

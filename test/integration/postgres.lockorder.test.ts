@@ -41,7 +41,7 @@ async function dropDatabase(name: string) {
 }
 
 /**
- * Several processes run claims, marks and records over overlapping keys for 200 rounds each, on
+ * Several processes run claims, marks, lease renewals and records over overlapping keys for 200 rounds each, on
  * a database with an ICU en-US collation and on one with C. No deadlock may reach a caller, and
  * PostgreSQL itself must report none (pg_stat_database): every statement locks rows in one order.
  */
@@ -56,7 +56,7 @@ describe.each([
 	});
 	afterAll(async () => dropDatabase(name));
 
-	test(`${PROCESSES} processes x ${ROUNDS} rounds of claim, mark and record: no deadlock`, async () => {
+	test(`${PROCESSES} processes x ${ROUNDS} rounds of claim, mark, renew and record: no deadlock`, async () => {
 		const results = await race(
 			Array.from({ length: PROCESSES }, (_, p) =>
 				racer<{ calls: number; errors: Record<string, number> }>(CHILD, [url, 'ledger', String(ROUNDS), String(p + 1), JSON.stringify(KEYS)]),
