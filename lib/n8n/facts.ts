@@ -94,8 +94,13 @@ const holderName = (holder: string | null) => (holder ? holder.replace(/^executi
 
 /**
  * Why an item went to In Progress, in words a person can act on: who holds the key since when,
- * and when it is free again if that run never finishes. Times are the ledger's, shown in the
+ * and how soon it is free again if that run stops. Times are the ledger's, shown in the
  * workflow's time zone.
+ *
+ * The lease end is not a promise: a run that is alive renews its lease (lib/n8n/leaseKeeper.ts),
+ * so the end moves on while it runs, up to its configured maximum. What stays true is that the
+ * key is free again once the lease the ledger answered with runs out without a renewal, that is
+ * within its remaining time (by the ledger's clock) if that run stops now.
  */
 export function inProgressReason(record: LedgerRecord | null, ownHolder: string, timeZone: string): string {
 	if (!record) return 'Another item of this batch with the same key went first.';
@@ -103,7 +108,10 @@ export function inProgressReason(record: LedgerRecord | null, ownHolder: string,
 		return 'This execution let the same key through earlier (for example in a loop) and has not marked it done yet.';
 	}
 	const since = localTime(record.updatedAt, timeZone);
-	const until = record.leaseExpiresAt ? localTime(record.leaseExpiresAt, timeZone) : null;
-	const free = until ? ` It is free again at ${until} (${timeZone}) if that run never finishes.` : '';
+	let free = '';
+	if (record.leaseExpiresAt && record.leaseRemainingMs !== null) {
+		const seconds = Math.max(1, Math.ceil(record.leaseRemainingMs / 1000));
+		free = ` If that run stops, the key is free again within ${seconds} second${seconds === 1 ? '' : 's'} (by ${localTime(record.leaseExpiresAt, timeZone)}, ${timeZone}).`;
+	}
 	return `Let through to ${holderName(record.leaseHolder)} at ${since} and not marked done yet.${free}`;
 }

@@ -134,12 +134,12 @@ export class DedupeGate implements INodeType {
 						name: 'When the Execution Succeeds',
 						value: 'auto',
 						description:
-							'A key is held while this execution runs and counts as done when the execution ends without an error. A failed execution frees it at once; one that n8n never finished (a crash) frees it after the lease. If a Mark Step Done or Guarded Send node follows the gate, that node records it instead.',
+							'A key is held while this execution runs and counts as done when the execution ends without an error. A failed execution frees it at once; one that n8n never finished (a crash) frees it within 30 seconds. If a Mark Step Done or Guarded Send node follows the gate, that node records it instead.',
 					},
 					{
 						name: 'When Mark Step Done Records It',
 						value: 'lease',
-						description: 'A key is held until a Mark Step Done node (or Guarded Send with "Also Complete the Unit of Work") records it. If nothing records it, it is let through again after the lease.',
+						description: 'A key is held until a Mark Step Done node (or Guarded Send with "Also Complete the Unit of Work") records it. If nothing records it, it is let through again within 30 seconds of the end of the execution, or once the lease has passed.',
 					},
 					{
 						name: 'As Soon As It Passes',

@@ -18,6 +18,7 @@ import {
 	type PathSegment,
 	type ValueSource,
 } from '../../lib/n8n/keySource';
+import { keepLeases, leasePlan } from '../../lib/n8n/leaseKeeper';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { recorderFollows } from '../../lib/n8n/lineage';
 import { namespaceReader, readDurationOption, type DurationSpec } from '../../lib/n8n/scope';
@@ -33,7 +34,7 @@ export const LEASE: DurationSpec = {
 	displayName: 'Lease',
 	amount: 10,
 	unit: 'minutes',
-	description: 'How long a key stays In Progress if its execution never finishes (n8n crashed or was stopped). After that another execution may take the key.',
+	description: 'The longest an execution may hold a key it let through. While it runs it keeps the key, up to this long; if n8n stops it without finishing (a crash), the key is free again within 30 seconds (or this, if shorter).',
 	what: 'lease (Options → Lease)',
 };
 
@@ -265,13 +266,20 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	try {
 		const ledger = await openLedger(this);
 		opened = performance.now();
+		// A lease longer than the short one is claimed short and kept alive while this run lives,
+		// up to the configured lease (lib/n8n/leaseKeeper.ts): a crash frees the keys within ~30 s.
+		const lease = leasePlan(config.leaseMs);
 		outcomes = await ledger.claim(requests, {
 			mode: config.mode,
 			holder,
-			leaseMs: config.leaseMs,
+			leaseMs: lease.claimMs,
 			ttlMs: config.ttlMs,
 		});
-		if (config.closer === 'execution') closeAtExecutionEnd(this, ledger, claimedRows(outcomes), config.ttlMs);
+		if (config.mode === 'lease') {
+			const rows = claimedRows(outcomes);
+			if (config.closer === 'execution') closeAtExecutionEnd(this, ledger, rows, config.ttlMs);
+			keepLeases(this, ledger, rows, lease, opened);
+		}
 	} catch (error) {
 		if (config.failOpen) {
 			this.addExecutionHints({
