@@ -17,9 +17,10 @@ import { atExecutionEnd } from './executionEnd';
  * - a process that dies (crash, kill -9, a lost worker) stops renewing, and its keys are free
  *   again at most SHORT_LEASE_MS after its last renewal.
  *
- * The numbers, 30 s renewed every 10 s: a dead process's keys are free within 30 s of its last
- * renewal (40 s of the crash at worst, usually less than an n8n restart takes), and a live
- * process has three tries before its lease lapses: one failed renewal (a ledger blip, a
+ * The numbers, 30 s renewed every 10 s: a dead process's keys are free 30 s after its last
+ * renewal, so 20 to 30 s after the crash (measured in a real n8n: a redelivery went through
+ * 31.5 s after a kill -9, restart included, against 10 minutes with the lease as the only
+ * clock), and a live process has three tries before its lease lapses: one failed renewal (a ledger blip, a
  * reconnect) or an event loop blocked for up to ~20 s (a large batch in another node) does not
  * lose a key. Renewing more often would buy little recovery time for more ledger traffic: one
  * statement (one script call) per ledger every 10 s, whatever the number of keys held.
