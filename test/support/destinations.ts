@@ -4,7 +4,9 @@
  * - `slackServer()`: a Slack-Web-API-compatible HTTP server (`POST /api/chat.postMessage`, bearer
  *   token, `{ ok, ts }` replies, 429 + Retry-After like Slack's rate limits).
  * - `smtpServer()`: a real SMTP server (the `smtp-server` package) that keeps every mail it
- *   accepted, with its Message-ID.
+ *   accepted, with its Message-ID. With `sentFolder` (a Dovecot from test/support/imapServer.ts)
+ *   it also files each accepted mail in the sender's Sent folder over IMAP APPEND before it
+ *   answers, as Gmail and Microsoft 365 do with mail sent over SMTP.
  * - `stripeLikeServer()`: an HTTP API that honours `Idempotency-Key` the way Stripe does: the
  *   first request with a key performs the action and stores the response; a repeat with the same
  *   key and body gets the stored response back (`Idempotent-Replayed: true`) without acting
@@ -199,8 +201,18 @@ const header = (raw: string, name: string) => {
 	return m ? m[1].trim() : null;
 };
 
-/** A real SMTP server. `plan` may refuse a mail (status 451/550 → SMTP reply code) or hang after accepting its data. */
-export async function smtpServer(options: { plan?: Plan; user?: string; password?: string } = {}): Promise<SmtpTestServer> {
+/** Where a provider files the mail it sent: the sender's Sent folder (e.g. the ImapTestServer of imapServer.ts). */
+export interface SentFolder {
+	/** Files one raw RFC 822 message. */
+	append(raw: string): Promise<unknown>;
+}
+
+/**
+ * A real SMTP server. `plan` may refuse a mail (status 451/550 → SMTP reply code) or hang after
+ * accepting its data. With `sentFolder`, every accepted mail (also one it then hangs on) is filed
+ * there before the server counts it and answers.
+ */
+export async function smtpServer(options: { plan?: Plan; user?: string; password?: string; sentFolder?: SentFolder } = {}): Promise<SmtpTestServer> {
 	const events = new EventEmitter();
 	let plan = options.plan ?? normal;
 	const state = { requests: 0, mails: [] as MailSeen[] };
@@ -219,12 +231,19 @@ export async function smtpServer(options: { plan?: Plan; user?: string; password
 		onData(stream, session, callback) {
 			const chunks: Buffer[] = [];
 			stream.on('data', (c: Buffer) => chunks.push(c));
-			stream.on('end', () => {
+			stream.on('end', async () => {
 				const raw = Buffer.concat(chunks).toString('utf8');
 				const n = ++state.requests;
 				const behaviour = plan(n, { path: 'DATA' });
 				if (behaviour.kind === 'status') {
 					return callback(Object.assign(new Error(behaviour.status >= 500 ? 'Mailbox unavailable' : 'Try again later'), { responseCode: behaviour.status }));
+				}
+				if (options.sentFolder) {
+					try {
+						await options.sentFolder.append(raw);
+					} catch (error) {
+						return callback(Object.assign(new Error(`Could not file the message in Sent: ${(error as Error).message}`), { responseCode: 451 }));
+					}
 				}
 				const mail: MailSeen = {
 					messageId: header(raw, 'Message-ID'),
