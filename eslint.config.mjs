@@ -14,7 +14,7 @@ export default [
 		...selfHosted,
 		rules: {
 			...selfHosted.rules,
-			// This package needs pg, ioredis and nodemailer at run time, so it is for self-hosted n8n
+			// This package needs pg, ioredis, nodemailer and imapflow at run time, so it is for self-hosted n8n
 			// only; that is exactly what this rule exists to flag.
 			'@n8n/community-nodes/no-runtime-dependencies': 'off',
 		},

@@ -33,7 +33,7 @@ export class GuardedSend implements INodeType {
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main, NodeConnectionTypes.Main, NodeConnectionTypes.Main],
 		outputNames: ['Sent', 'Skipped', 'Needs Review', 'In Progress'],
-		// The ledger's credential, then the ones users already have: Slack API, SMTP, and the HTTP
+		// The ledger's credential, then the ones users already have: Slack API, SMTP (and IMAP), and the HTTP
 		// Request node's generic types (one entry each: n8n only hands a node the types it lists).
 		// Each says when it is NOT needed (`hide`): n8n's editor removes from the panel every
 		// parameter that a credential's `show` rule names, which hid Backend and Channel.
@@ -56,6 +56,9 @@ export class GuardedSend implements INodeType {
 			},
 			{ name: 'slackApi', required: true, displayOptions: { hide: { channel: ['http', 'email'] } } },
 			{ name: 'smtp', required: true, displayOptions: { hide: { channel: ['http', 'slack'] } } },
+			// Optional: the sender's mailbox, whose Sent folder says whether an email went out when a
+			// run died while sending it. Without it such a step goes to Needs Review.
+			{ name: 'imap', required: false, displayOptions: { hide: { channel: ['http', 'slack'] } } },
 			{
 				name: 'httpBasicAuth',
 				required: true,

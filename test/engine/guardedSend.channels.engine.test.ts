@@ -89,14 +89,16 @@ describe('engine: Guarded Send channels', () => {
 		expect(slack.messages.filter((m) => m.text === 'Order s-1 paid')).toHaveLength(1);
 	});
 
-	test('email: sent once over SMTP with a Message-ID derived from the key; a rerun is Skipped', async () => {
+	test('email: sent once over SMTP with a Message-ID derived from the key and the claim, at the sender\'s domain; a rerun is Skipped', async () => {
 		const params = { channel: 'email', ...byKey, fromEmail: 'shop@example.com', toEmail: '={{ $json.email }}', subject: '=Order {{ $json.id }}', emailFormat: 'both', emailText: 'Thanks', emailHtml: '<b>Thanks</b>' };
 		const first = await run(params, orders('e-1'));
 		expect(first.error).toBeUndefined();
 		const mail = smtp.mails.find((m) => m.subject === 'Order e-1');
-		expect(mail?.messageId).toBe(messageIdFor(`workflow:${wf}`, 'e-1', 'Send'));
+		const messageId = messageIdFor(`workflow:${wf}`, 'e-1', 'Send', (await row('e-1'))!.firstSeenAt, 'shop@example.com');
+		expect(messageId).toMatch(/^<[0-9a-f]{40}@example\.com>$/);
+		expect(mail?.messageId).toBe(messageId);
 		expect(mail?.to).toEqual(['e-1@customers.example.com']);
-		expect(facts(first, 0)[0]).toMatchObject({ outcome: 'sent', externalId: messageIdFor(`workflow:${wf}`, 'e-1', 'Send') });
+		expect(facts(first, 0)[0]).toMatchObject({ outcome: 'sent', externalId: messageId, messageId });
 		const again = await run(params, orders('e-1'));
 		expect(facts(again, 1)).toHaveLength(1);
 		expect(smtp.mails.filter((m) => m.subject === 'Order e-1')).toHaveLength(1);

@@ -41,9 +41,13 @@ describe('credentials and the parameters they depend on', () => {
 	const guardedSend = new GuardedSend();
 	const channelCredentials = (values: INodeParameters) => offered(guardedSend, values).filter((n) => !n.startsWith('idempotency'));
 
-	test('Guarded Send: Slack and email offer only their own credential', () => {
+	test('Guarded Send: Slack and email offer only their own credentials; email\'s IMAP (the Sent folder check) is optional', () => {
 		expect(channelCredentials({ channel: 'slack' })).toEqual(['slackApi']);
-		expect(channelCredentials({ channel: 'email' })).toEqual(['smtp']);
+		expect(channelCredentials({ channel: 'email' })).toEqual(['smtp', 'imap']);
+		const declared = (name: string) => guardedSend.description.credentials?.find((c) => c.name === name);
+		expect(declared('smtp')?.required).toBe(true);
+		expect(declared('imap')?.required).toBe(false);
+		expect(channelCredentials({ channel: 'http', authentication: 'none' })).not.toContain('imap');
 	});
 
 	test('Guarded Send: HTTP offers none without authentication, and exactly the chosen generic type with it', () => {

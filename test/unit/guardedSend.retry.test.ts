@@ -253,10 +253,21 @@ describe('Slack and SMTP answers', () => {
 		expect(classifySmtpError(e({ code: 'EENVELOPE', message: 'No recipients defined' })).kind).toBe('rejected');
 	});
 
-	test('Message-ID is stable per (namespace, key, step) and differs between steps', () => {
-		expect(messageIdFor('ns', 'k', 'a')).toBe(messageIdFor('ns', 'k', 'a'));
-		expect(messageIdFor('ns', 'k', 'a')).not.toBe(messageIdFor('ns', 'k', 'b'));
-		expect(messageIdFor('ns', 'k', 'a')).toMatch(/^<[0-9a-f]{40}@idempotency\.n8n>$/);
+	test('Message-ID is stable per (namespace, key, step) and claim, differs between steps and claims, at the sender\'s domain', () => {
+		const first = new Date('2026-11-20T10:00:00.123Z');
+		const fresh = new Date('2026-11-21T08:00:00.000Z');
+		expect(messageIdFor('ns', 'k', 'a', first)).toBe(messageIdFor('ns', 'k', 'a', new Date(first.getTime())));
+		expect(messageIdFor('ns', 'k', 'a', first)).not.toBe(messageIdFor('ns', 'k', 'b', first));
+		// A step released as "not sent" and claimed afresh has a new first-seen time: a new Message-ID.
+		expect(messageIdFor('ns', 'k', 'a', first)).not.toBe(messageIdFor('ns', 'k', 'a', fresh));
+		expect(messageIdFor('ns', 'k', 'a', first)).toMatch(/^<[0-9a-f]{40}@idempotency\.n8n>$/);
+		expect(messageIdFor('ns', 'k', 'a', first, 'Shop <Orders@Shop.Example.com>')).toMatch(/^<[0-9a-f]{40}@shop\.example\.com>$/);
+		expect(messageIdFor('ns', 'k', 'a', first, 'a@example.org, b@example.net')).toMatch(/@example\.org>$/);
+		// The domain changes only the right-hand side.
+		expect(messageIdFor('ns', 'k', 'a', first, 'x@example.org').slice(0, 41)).toBe(messageIdFor('ns', 'k', 'a', first).slice(0, 41));
+		for (const from of ['', 'nobody', 'x@localhost', 'x@[127.0.0.1]', 'x@exa mple.com', 'x@bücher.example']) {
+			expect(messageIdFor('ns', 'k', 'a', first, from)).toMatch(/@idempotency\.n8n>$/);
+		}
 	});
 });
 

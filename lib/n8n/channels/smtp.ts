@@ -1,11 +1,14 @@
 /**
- * Email over SMTP with nodemailer. SMTP has no idempotency key either; each message carries a
- * Message-ID derived from the ledger key, so that a receiving system can recognise a copy, but a
- * mail that may have been accepted is still never sent again silently.
+ * Email over SMTP with nodemailer. SMTP has no idempotency key. Each message carries a Message-ID
+ * made from the step's identity and its claim (messageIdFor), so that a receiving system can
+ * recognise a copy and, after a crash mid-send, the sender's Sent folder can be asked over IMAP
+ * whether it went out (imap.ts). Without that check, a mail that may have been accepted is never
+ * sent again silently.
  */
 import { createTransport, type Transporter } from 'nodemailer';
 
 import { sha256 } from '../../ledger/fingerprint';
+import type { SentFolderCheck } from './imap';
 import type { AttemptResult, Channel } from './types';
 
 export interface SmtpSettings {
@@ -35,13 +38,32 @@ export interface EmailMessage {
 	subject: string;
 	text?: string;
 	html?: string;
-	/** `<…@…>`; see messageIdFor. */
+	/**
+	 * `<…@…>`, set for the claim it is sent under (see messageIdFor). Not part of the content (the
+	 * fingerprint leaves it out).
+	 */
 	messageId: string;
 }
 
-/** A stable Message-ID for one intent: the same key always yields the same id. */
-export const messageIdFor = (namespace: string, key: string, step: string) =>
-	`<${sha256(`${namespace}\u0000${key}\u0000${step}`).slice(0, 40)}@idempotency.n8n>`;
+/** The right-hand side of a Message-ID when the From address has no usable domain. */
+export const FALLBACK_MESSAGE_ID_DOMAIN = 'idempotency.n8n';
+
+/** The domain of the first address in a From value ("Shop <orders@Example.com>" → example.com), if it is a plain DNS name. */
+export function senderDomain(from: string | undefined): string | null {
+	const match = /@([^\s@<>,;"]+)/.exec(from ?? '');
+	const domain = match?.[1].replace(/\.$/, '').toLowerCase() ?? '';
+	return /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/.test(domain) && domain.length <= 253 ? domain : null;
+}
+
+/**
+ * The Message-ID of one step's email under one claim: a hash of namespace, key, step and the
+ * row's first-seen time, at the sender's domain. Every attempt and every run that takes the step
+ * over after a crash sends the same id (a takeover keeps the first-seen time), so the Sent folder
+ * can be searched for it; a step released as "not sent" and claimed afresh gets a new one, as the
+ * HTTP Idempotency-Key does.
+ */
+export const messageIdFor = (namespace: string, key: string, step: string, firstSeenAt: Date, from?: string) =>
+	`<${sha256(`${namespace}\u0000${key}\u0000${step}\u0000${firstSeenAt.getTime()}`).slice(0, 40)}@${senderDomain(from) ?? FALLBACK_MESSAGE_ID_DOMAIN}>`;
 
 /** One pooled transport; close it when the run is over. */
 export function smtpTransport(settings: SmtpSettings): Transporter {
@@ -94,8 +116,12 @@ export function classifySmtpError(error: unknown): AttemptResult {
 	return { kind: 'uncertain', reason: `The connection failed mid-session (${reason})`, retryAfterMs: null, response };
 }
 
-export function smtpChannel(transporter: Transporter): Channel<EmailMessage> {
-	return {
+/**
+ * The email channel. With `sentFolder` (an IMAP check of the sender's mailbox), it has a `check`:
+ * after a crash mid-send, the Sent folder says whether the message went out.
+ */
+export function smtpChannel(transporter: Transporter, sentFolder?: SentFolderCheck): Channel<EmailMessage> {
+	const channel: Channel<EmailMessage> = {
 		name: 'email',
 		idempotent: false,
 		async send(message) {
@@ -121,4 +147,11 @@ export function smtpChannel(transporter: Transporter): Channel<EmailMessage> {
 			}
 		},
 	};
+	if (sentFolder) {
+		channel.check = async (message, window) =>
+			message.messageId
+				? sentFolder.check(message.messageId, window)
+				: { outcome: 'unknown', detail: 'The email carries no Message-ID to look for in the Sent folder' };
+	}
+	return channel;
 }

@@ -1,6 +1,7 @@
-import type { IDataObject, IDisplayOptions, INodeProperties } from 'n8n-workflow';
+import type { IDataObject, IDisplayOptions, IExecuteFunctions, INodeProperties } from 'n8n-workflow';
 
 import { LedgerInputError } from '../../../lib/ledger/errors';
+import { sentFolderCheck, type SentFolderCheck } from '../../../lib/n8n/channels/imap';
 import { messageIdFor, smtpChannel, smtpTransport, type EmailMessage } from '../../../lib/n8n/channels/smtp';
 import { onAmbiguousProperty, type ChannelAdapter, type ChannelModule } from './adapter';
 import { textParam } from '../params';
@@ -75,9 +76,8 @@ export const emailProperties: INodeProperties[] = [
 		default: {},
 		displayOptions: show(),
 		options: [
-			{ displayName: 'CC Email', name: 'ccEmail', type: 'string', default: '', description: 'Copy recipients, separated by commas' },
 			{ displayName: 'BCC Email', name: 'bccEmail', type: 'string', default: '', description: 'Blind copy recipients, separated by commas' },
-			{ displayName: 'Reply To', name: 'replyTo', type: 'string', default: '', placeholder: 'e.g. support@example.com' },
+			{ displayName: 'CC Email', name: 'ccEmail', type: 'string', default: '', description: 'Copy recipients, separated by commas' },
 			{
 				displayName: 'Ignore SSL Issues (Insecure)',
 				name: 'allowUnauthorizedCerts',
@@ -85,9 +85,42 @@ export const emailProperties: INodeProperties[] = [
 				default: false,
 				description: 'Whether to connect even if SSL certificate validation is not possible',
 			},
+			{ displayName: 'Reply To', name: 'replyTo', type: 'string', default: '', placeholder: 'e.g. support@example.com' },
+			{
+				displayName: 'Sent Folder',
+				name: 'sentFolder',
+				type: 'string',
+				default: '',
+				placeholder: 'e.g. Sent Items',
+				description:
+					'With an IMAP credential: the folder of the sender\'s mailbox that your provider files sent email in. Leave it empty to find it by itself (the folder marked as Sent, or Sent, Sent Items, Sent Messages, [Gmail]/Sent Mail, INBOX.Sent).',
+			},
 		],
 	},
 ];
+
+/**
+ * The check of the Sent folder over IMAP, when the node has an IMAP credential (it is optional):
+ * none means no check, and a step that may have been sent goes to Needs Review.
+ */
+async function sentFolderFrom(ctx: IExecuteFunctions, timeoutMs: number, sentFolder: string): Promise<SentFolderCheck | undefined> {
+	if (!ctx.getNode().credentials?.imap) return undefined;
+	const c = await ctx.getCredentials('imap');
+	const host = String(c?.host ?? '').trim();
+	if (!host) throw new LedgerInputError('The IMAP credential has no host', 'Open the IMAP credential and enter the mail server, e.g. imap.example.com, or remove the credential from this node.');
+	const port = Number(c?.port ?? 993);
+	if (!Number.isInteger(port) || port < 1 || port > 65535) throw new LedgerInputError(`The IMAP port ${JSON.stringify(c?.port)} is not a port number`, 'Use 993 (SSL/TLS on) or 143 (SSL/TLS off).');
+	return sentFolderCheck({
+		host,
+		port,
+		secure: c.secure !== false,
+		user: String(c.user ?? ''),
+		password: String(c.password ?? ''),
+		allowUnauthorizedCerts: c.allowUnauthorizedCerts === true,
+		sentFolder,
+		timeoutMs,
+	});
+}
 
 const ADDRESS = /[^\s@<>,;]+@[^\s@<>,;]+/;
 
@@ -112,6 +145,8 @@ export const emailModule: ChannelModule = {
 		const port = Number(c?.port ?? 465);
 		if (!Number.isInteger(port) || port < 1 || port > 65535) throw new LedgerInputError(`The SMTP port ${JSON.stringify(c?.port)} is not a port number`, 'Use 465 (TLS) or 587 (STARTTLS).');
 		const options = ctx.getNodeParameter('emailOptions', 0, {}) as IDataObject;
+		// Read before the transport exists, so that a bad IMAP credential leaves nothing open.
+		const sentFolder = await sentFolderFrom(ctx, settings.timeoutMs, String(options.sentFolder ?? '').trim());
 		const transporter = smtpTransport({
 			host,
 			port,
@@ -134,14 +169,15 @@ export const emailModule: ChannelModule = {
 		const bcc = options.bccEmail ? textParam(ctx, 'emailOptions.bccEmail', 'BCC Email', false) : null;
 		const replyTo = options.replyTo ? textParam(ctx, 'emailOptions.replyTo', 'Reply To', false) : null;
 		const adapter: ChannelAdapter<EmailMessage> = {
-			channel: smtpChannel(transporter),
+			channel: smtpChannel(transporter, sentFolder),
 			acceptUncertain: ctx.getNodeParameter('onAmbiguous', 0, 'review') === 'send',
-			build(i, item, row) {
+			build(i, item) {
 				const message: EmailMessage = {
 					from: addresses(from(i, item), 'From Email', true),
 					to: addresses(to(i, item), 'To Email', true),
 					subject: subject(i, item),
-					messageId: messageIdFor(row.namespace, row.key, row.step),
+					// Set for the claim it goes out under (forClaim).
+					messageId: '',
 				};
 				if (text) message.text = text(i, item);
 				if (html) message.html = html(i, item);
@@ -151,9 +187,13 @@ export const emailModule: ChannelModule = {
 				if (replyTo) message.replyTo = addresses(replyTo(i, item), 'Reply To', false) || undefined;
 				return message;
 			},
+			forClaim: (message, claim) => ({ ...message, messageId: messageIdFor(claim.namespace, claim.key, claim.step, claim.firstSeenAt, message.from) }),
 			payload: ({ messageId: _id, ...content }) => ({ kind: 'email', message: content }),
 			describe: (m) => ({ messageId: m.messageId }),
-			close: async () => transporter.close(),
+			close: async () => {
+				transporter.close();
+				await sentFolder?.close();
+			},
 		};
 		return adapter as ChannelAdapter;
 	},
