@@ -2,7 +2,10 @@
  * Real local destinations for Guarded Send tests, each counting what it actually did:
  *
  * - `slackServer()`: a Slack-Web-API-compatible HTTP server (`POST /api/chat.postMessage`, bearer
- *   token, `{ ok, ts }` replies, 429 + Retry-After like Slack's rate limits).
+ *   token, `{ ok, ts }` replies, 429 + Retry-After like Slack's rate limits). It keeps each
+ *   message's `metadata` and serves `conversations.history` and `conversations.replies` as Slack
+ *   does (newest first / thread oldest first, `oldest`/`latest`/`inclusive`, metadata only with
+ *   `include_all_metadata`, `limit` and cursor paging); `historyPlan` makes those fail or hang.
  * - `smtpServer()`: a real SMTP server (the `smtp-server` package) that keeps every mail it
  *   accepted, with its Message-ID. With `sentFolder` (a Dovecot from test/support/imapServer.ts)
  *   it also files each accepted mail in the sender's Sent folder over IMAP APPEND before it
@@ -120,28 +123,113 @@ export interface SlackMessageSeen {
 	text: string;
 	ts: string;
 	token: string;
+	/** chat.postMessage's `thread_ts`: a reply in that thread. */
+	threadTs?: string;
+	/** chat.postMessage's `metadata` ({ event_type, event_payload }), as posted. */
+	metadata?: unknown;
 }
 
 export interface SlackServer extends Base {
 	/** The Slack API URL to configure ("Slack API URL" option), e.g. http://127.0.0.1:1234/api. */
 	apiUrl: string;
 	messages: SlackMessageSeen[];
+	/** conversations.history and conversations.replies requests, whatever was answered. */
+	historyRequests: Array<{ method: string; path: string; params: Record<string, string> }>;
+	/** Decides each history or replies request: `status` answers with it (e.g. ok:false missing_scope), `hang` never answers. */
+	setHistoryPlan(plan: Plan): void;
+	/** A message in the channel as if someone had posted it (ts: now, unless given). */
+	addMessage(message: { channel: string; text: string; ts?: string; threadTs?: string; metadata?: unknown }): SlackMessageSeen;
 }
 
-export async function slackServer(options: { token?: string; plan?: Plan } = {}): Promise<SlackServer> {
+/** A history plan answering like Slack for a token without the history scope. */
+export const slackMissingScope: Plan = () => ({
+	kind: 'status',
+	status: 200,
+	body: { ok: false, error: 'missing_scope', needed: 'channels:history', provided: 'chat:write' },
+});
+
+/** Slack's ts ("1700000000.000100") as an integer of microseconds, for exact comparisons. */
+const tsMicros = (ts: string) => {
+	const [s, f = ''] = String(ts).split('.');
+	return Number(s) * 1_000_000 + Number((f + '000000').slice(0, 6));
+};
+
+export async function slackServer(options: { token?: string; plan?: Plan; historyPlan?: Plan; historyPageSize?: number } = {}): Promise<SlackServer> {
 	const token = options.token ?? 'xoxb-test-token';
 	const events = new EventEmitter();
 	const hanging = new Set<http.ServerResponse>();
 	let plan = options.plan ?? normal;
+	let historyPlan = options.historyPlan ?? normal;
 	let seq = 0;
-	const state = { requests: 0, messages: [] as SlackMessageSeen[] };
+	const nextTs = () => `${Math.floor(Date.now() / 1000)}.${String(++seq).padStart(6, '0')}`;
+	const state = { requests: 0, messages: [] as SlackMessageSeen[], history: [] as SlackServer['historyRequests'] };
+
+	/** conversations.history / conversations.replies, as Slack answers them. */
+	function history(res: http.ServerResponse, method: string, params: Record<string, string>, auth: string) {
+		state.history.push({ method: 'GET', path: method, params });
+		if (auth !== `Bearer ${token}`) return reply(res, 200, { ok: false, error: 'invalid_auth' });
+		const behaviour = historyPlan(state.history.length, { path: method });
+		if (behaviour.kind === 'hang') return void hanging.add(res);
+		if (behaviour.kind === 'status') {
+			return reply(res, behaviour.status, behaviour.body ?? { ok: false, error: 'ratelimited' }, behaviour.retryAfter ? { 'Retry-After': behaviour.retryAfter } : {});
+		}
+		const channel = params.channel ?? '';
+		// Slack reads conversations by ID only.
+		if (!channel) return reply(res, 200, { ok: false, error: 'channel_not_found' });
+		if (!/^[CGD][A-Z0-9]+$/.test(channel)) return reply(res, 200, { ok: false, error: 'channel_not_found' });
+		const truthy = (v: string | undefined) => v === 'true' || v === '1';
+		const inclusive = truthy(params.inclusive);
+		const oldest = params.oldest ? tsMicros(params.oldest) : 0;
+		const latest = params.latest ? tsMicros(params.latest) : Number.MAX_SAFE_INTEGER;
+		const inWindow = (m: SlackMessageSeen) => {
+			const t = tsMicros(m.ts);
+			return inclusive ? t >= oldest && t <= latest : t > oldest && t < latest;
+		};
+		let list: SlackMessageSeen[];
+		if (method === 'conversations.replies') {
+			const parent = state.messages.find((m) => m.channel === channel && m.ts === params.ts && !m.threadTs);
+			if (!parent) return reply(res, 200, { ok: false, error: 'thread_not_found' });
+			const replies = state.messages.filter((m) => m.channel === channel && m.threadTs === params.ts && inWindow(m)).sort((a, b) => tsMicros(a.ts) - tsMicros(b.ts));
+			list = [parent, ...replies];
+		} else {
+			// Newest first; thread replies are not part of the channel's history.
+			list = state.messages.filter((m) => m.channel === channel && !m.threadTs && inWindow(m)).sort((a, b) => tsMicros(b.ts) - tsMicros(a.ts));
+		}
+		const limit = Math.min(Number(params.limit) > 0 ? Number(params.limit) : 100, 999, options.historyPageSize ?? 999);
+		const offset = params.cursor ? Number(Buffer.from(params.cursor, 'base64').toString('utf8').replace(/^offset:/, '')) : 0;
+		const page = list.slice(offset, offset + limit);
+		const more = offset + limit < list.length;
+		const withMetadata = truthy(params.include_all_metadata);
+		reply(res, 200, {
+			ok: true,
+			messages: page.map((m) => ({
+				type: 'message',
+				user: 'U0BOT',
+				text: m.text,
+				ts: m.ts,
+				...(m.threadTs ? { thread_ts: m.threadTs } : {}),
+				...(withMetadata && m.metadata !== undefined ? { metadata: m.metadata } : {}),
+			})),
+			has_more: more,
+			response_metadata: { next_cursor: more ? Buffer.from(`offset:${offset + limit}`).toString('base64') : '' },
+		});
+	}
+
 	const server = http.createServer(async (req, res) => {
 		const raw = await readBody(req);
+		const url = new URL(req.url ?? '/', 'http://localhost');
+		const readMethod = /^\/api\/(conversations\.history|conversations\.replies)$/.exec(url.pathname);
+		if (readMethod && (req.method === 'GET' || req.method === 'POST')) {
+			// GET with a query string, or POST as a form, as Slack's Web API accepts.
+			const params = Object.fromEntries(url.searchParams);
+			if (req.method === 'POST' && raw) Object.assign(params, Object.fromEntries(new URLSearchParams(raw)));
+			return history(res, readMethod[1], params, String(req.headers.authorization ?? ''));
+		}
 		if (req.method !== 'POST' || req.url !== '/api/chat.postMessage') return reply(res, 404, { ok: false, error: 'unknown_method' });
 		const n = ++state.requests;
 		const auth = String(req.headers.authorization ?? '');
 		if (auth !== `Bearer ${token}`) return reply(res, 200, { ok: false, error: 'invalid_auth' });
-		let body: { channel?: string; text?: string };
+		let body: { channel?: string; text?: string; thread_ts?: string; metadata?: unknown };
 		try {
 			body = JSON.parse(raw);
 		} catch {
@@ -153,8 +241,10 @@ export async function slackServer(options: { token?: string; plan?: Plan } = {})
 		if (behaviour.kind === 'status') {
 			return reply(res, behaviour.status, behaviour.body ?? { ok: false, error: 'ratelimited' }, behaviour.retryAfter ? { 'Retry-After': behaviour.retryAfter } : {});
 		}
-		const ts = `${Math.floor(Date.now() / 1000)}.${String(++seq).padStart(6, '0')}`;
-		const message = { channel: body.channel, text: String(body.text ?? ''), ts, token: auth.slice(7) };
+		const ts = nextTs();
+		const message: SlackMessageSeen = { channel: body.channel, text: String(body.text ?? ''), ts, token: auth.slice(7) };
+		if (body.thread_ts) message.threadTs = String(body.thread_ts);
+		if (body.metadata !== undefined) message.metadata = body.metadata;
 		state.messages.push(message);
 		events.emit('received', message);
 		if (behaviour.kind === 'hang') {
@@ -174,7 +264,18 @@ export async function slackServer(options: { token?: string; plan?: Plan } = {})
 		get messages() {
 			return state.messages;
 		},
+		get historyRequests() {
+			return state.history;
+		},
 		setPlan: (p) => void (plan = p),
+		setHistoryPlan: (p) => void (historyPlan = p),
+		addMessage: (m) => {
+			const message: SlackMessageSeen = { channel: m.channel, text: m.text, ts: m.ts ?? nextTs(), token: token };
+			if (m.threadTs) message.threadTs = m.threadTs;
+			if (m.metadata !== undefined) message.metadata = m.metadata;
+			state.messages.push(message);
+			return message;
+		},
 		close: () => closeHttp(server, hanging),
 	};
 }
@@ -295,6 +396,13 @@ export interface StripeLikeServer extends Base {
 	keysSeen: Map<string, number>;
 	/** Requests answered from the stored response without acting. */
 	replays: number;
+	/**
+	 * Look-ups (`GET`/`HEAD /v1/charges/by-order/<order>`: the charge made for that order, or
+	 * 404), as they arrived; they never act and are not counted in `requests`.
+	 */
+	lookups: Array<{ method: string; path: string; headers: http.IncomingHttpHeaders; body: string }>;
+	/** Decides each look-up: `status` answers with it, `hang` never answers. */
+	setLookupPlan(plan: Plan): void;
 }
 
 interface StoredKey {
@@ -304,23 +412,46 @@ interface StoredKey {
 	body: unknown;
 }
 
-export async function stripeLikeServer(options: { plan?: Plan; apiKey?: string; header?: string; delayMs?: number } = {}): Promise<StripeLikeServer> {
+/**
+ * `honoursKey: false` makes an API that ignores Idempotency-Key (it still counts the keys it saw):
+ * every request acts, as most CRMs do.
+ */
+export async function stripeLikeServer(
+	options: { plan?: Plan; apiKey?: string; header?: string; delayMs?: number; honoursKey?: boolean; lookupPlan?: Plan } = {},
+): Promise<StripeLikeServer> {
 	const events = new EventEmitter();
 	const hanging = new Set<http.ServerResponse>();
 	const headerName = (options.header ?? 'Idempotency-Key').toLowerCase();
 	let plan = options.plan ?? normal;
+	let lookupPlan = options.lookupPlan ?? normal;
 	const stored = new Map<string, StoredKey>();
-	const state = { requests: 0, replays: 0, inFlight: 0, peakInFlight: 0, actions: [] as StripeLikeServer['actions'], keysSeen: new Map<string, number>() };
+	const responses = new Map<string, unknown>();
+	const state = { requests: 0, replays: 0, inFlight: 0, peakInFlight: 0, actions: [] as StripeLikeServer['actions'], keysSeen: new Map<string, number>(), lookups: [] as StripeLikeServer['lookups'] };
 	let seq = 0;
 	const server = http.createServer(async (req, res) => {
 		state.peakInFlight = Math.max(state.peakInFlight, ++state.inFlight);
 		res.on('close', () => state.inFlight--);
 		const raw = await readBody(req);
+		const lookup = /^\/v1\/charges\/by-order\/([^/?]+)$/.exec(req.url ?? '');
+		if (lookup && (req.method === 'GET' || req.method === 'HEAD')) {
+			state.lookups.push({ method: req.method, path: req.url ?? '', headers: req.headers, body: raw });
+			if (options.apiKey && req.headers.authorization !== `Bearer ${options.apiKey}`) {
+				return reply(res, 401, { error: { type: 'invalid_request_error', message: 'Invalid API key' } });
+			}
+			const behaviour = lookupPlan(state.lookups.length, { path: req.url ?? '/' });
+			if (behaviour.kind === 'hang') return void hanging.add(res);
+			if (behaviour.kind === 'status') return reply(res, behaviour.status, behaviour.body ?? { error: 'unavailable' });
+			const order = decodeURIComponent(lookup[1]);
+			const action = state.actions.find((a) => (a.body as { order?: unknown } | null)?.order === order);
+			if (!action) return reply(res, 404, { error: { type: 'invalid_request_error', message: `No such charge for order ${order}` } });
+			return reply(res, 200, responses.get(action.id) ?? { id: action.id });
+		}
 		if (options.delayMs) await new Promise((r) => setTimeout(r, options.delayMs));
 		const n = ++state.requests;
 		const keyHeader = req.headers[headerName];
-		const key = typeof keyHeader === 'string' && keyHeader ? keyHeader : null;
-		if (key) state.keysSeen.set(key, (state.keysSeen.get(key) ?? 0) + 1);
+		const sentKey = typeof keyHeader === 'string' && keyHeader ? keyHeader : null;
+		if (sentKey) state.keysSeen.set(sentKey, (state.keysSeen.get(sentKey) ?? 0) + 1);
+		const key = options.honoursKey === false ? null : sentKey;
 		if (options.apiKey && req.headers.authorization !== `Bearer ${options.apiKey}`) {
 			return reply(res, 401, { error: { type: 'invalid_request_error', message: 'Invalid API key' } });
 		}
@@ -351,6 +482,7 @@ export async function stripeLikeServer(options: { plan?: Plan; apiKey?: string; 
 		const id = `ch_${String(++seq).padStart(6, '0')}`;
 		const response = { id, object: 'charge', created: Math.floor(Date.now() / 1000), request: body };
 		state.actions.push({ id, key, body });
+		responses.set(id, response);
 		if (key) stored.set(key, { fingerprint, state: 'done', status: 200, body: response });
 		events.emit('received', { id, key, body });
 		if (behaviour.kind === 'hang') {
@@ -378,7 +510,11 @@ export async function stripeLikeServer(options: { plan?: Plan; apiKey?: string; 
 		get keysSeen() {
 			return state.keysSeen;
 		},
+		get lookups() {
+			return state.lookups;
+		},
 		setPlan: (p) => void (plan = p),
+		setLookupPlan: (p) => void (lookupPlan = p),
 		close: () => closeHttp(server, hanging),
 	};
 }
