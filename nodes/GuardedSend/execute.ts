@@ -471,7 +471,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		const cause = error instanceof LedgerError ? error : null;
 		const message = `${cause?.message ?? (error as Error)?.message ?? String(error)}. ${sent} message${sent === 1 ? ' was' : 's were'} sent in this batch but could not be recorded`;
 		const hint =
-			'Nothing will be sent twice on its own: the next run treats those steps as "may have been sent" (HTTP destinations are asked again with the same key; Slack and email go to Needs Review).';
+			'Nothing will be sent twice on its own: the next run treats those steps as "may have been sent" (HTTP destinations are asked again with the same key; Slack and email are looked for at the destination where a check is set up, and otherwise go to Needs Review).';
 		return error instanceof LedgerUnavailableError ? new LedgerUnavailableError(message, `${error.hint ?? ''} ${hint}`.trim(), error.code) : new LedgerError(message, hint);
 	}
 
