@@ -13,7 +13,7 @@ import { unitKeyNamespaceOption, unitKeyProperties } from '../../lib/n8n/lineage
 import { durationOptions } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { emailProperties } from './channels/email';
-import { httpOptions, httpProperties } from './channels/http';
+import { httpCheckOption, httpOptions, httpProperties } from './channels/http';
 import { slackProperties } from './channels/slack';
 import { executeGuardedSend } from './execute';
 import { HOLD_STEP, KEEP_RECORDS } from './options';
@@ -137,6 +137,7 @@ export class GuardedSend implements INodeType {
 						default: 100,
 						description: 'Items claimed, sent and recorded together. Smaller batches leave fewer items uncertain if the run dies.',
 					},
+					httpCheckOption,
 					...durationOptions(HOLD_STEP),
 					...httpOptions,
 					editorTestRunsOption(false, 'When the key comes from the Dedupe Gate (automatic), the gate\'s own setting applies, so this matters only for a key given as an expression.'),

@@ -2,7 +2,7 @@ import type { ICredentialDataDecryptedObject, IDataObject, IDisplayOptions, IExe
 
 import { sha256 } from '../../../lib/ledger/fingerprint';
 import { LedgerInputError } from '../../../lib/ledger/errors';
-import { httpChannel, type HttpMessage } from '../../../lib/n8n/channels/http';
+import { httpChannel, parseStatusList, statusListsOverlap, type HttpCheckOptions, type HttpCheckRequest, type HttpMessage, type StatusList } from '../../../lib/n8n/channels/http';
 import type { HttpCall, HttpReply, HttpTransport } from '../../../lib/n8n/channels/types';
 import { parseFieldPath } from '../../../lib/n8n/keySource';
 import { onAmbiguousProperty, type ChannelAdapter, type ChannelModule } from './adapter';
@@ -182,6 +182,118 @@ export const httpOptions: INodeProperties[] = [
 	},
 ];
 
+/**
+ * "Check Before Resending" under the node's Options, for an API that does not honour the key: a
+ * GET or HEAD request that asks the API whether an earlier attempt created the thing.
+ */
+export const httpCheckOption: INodeProperties = {
+	displayName: 'Check Before Resending',
+	name: 'checkRequest',
+	type: 'fixedCollection',
+	placeholder: 'Add Check Request',
+	default: {},
+	description:
+		'After a run died while sending, a GET or HEAD request asks the API whether the thing was created: found, it is recorded as sent; not found, it is sent; any other answer sends the item to Needs Review. It never sends the message.',
+	displayOptions: { show: { '/channel': ['http'], '/honoursKey': [false] } },
+	options: [
+		{
+			name: 'request',
+			displayName: 'Check Request',
+			values: [
+				{
+					displayName: 'Found When Status Is',
+					name: 'foundStatuses',
+					type: 'string',
+					default: '2xx',
+					placeholder: 'e.g. 2xx',
+					description: 'Statuses that mean the API has it, separated by commas: 200, 2xx or 200-204',
+				},
+				{
+					displayName: 'Headers',
+					name: 'headers',
+					type: 'fixedCollection',
+					typeOptions: { multipleValues: true },
+					placeholder: 'Add Header',
+					default: {},
+					options: [
+						{
+							name: 'parameters',
+							displayName: 'Header',
+							values: [
+								{ displayName: 'Name', name: 'name', type: 'string', default: '' },
+								{ displayName: 'Value', name: 'value', type: 'string', default: '' },
+							],
+						},
+					],
+				},
+				{
+					displayName: 'ID Field',
+					name: 'idField',
+					type: 'string',
+					default: 'id',
+					placeholder: 'e.g. data.contactId',
+					description:
+						'Field of the JSON answer that holds the ID; it is stored as the external ID. An answer without it counts as "cannot tell". Empty: any "found" status counts as found.',
+				},
+				{
+					displayName: 'Method',
+					name: 'method',
+					type: 'options',
+					noDataExpression: true,
+					options: [
+						{ name: 'GET', value: 'GET' },
+						{ name: 'HEAD', value: 'HEAD' },
+					],
+					default: 'GET',
+					description: 'Only methods that read are offered: a check must never perform the action',
+				},
+				{
+					displayName: 'Not Found When Status Is',
+					name: 'notFoundStatuses',
+					type: 'string',
+					default: '404, 410',
+					placeholder: 'e.g. 404, 410',
+					description: 'Statuses that mean the API does not have it. Any other status, or no answer, sends the item to Needs Review.',
+				},
+				{
+					displayName: 'URL',
+					name: 'url',
+					type: 'string',
+					default: '',
+					required: true,
+					placeholder: 'e.g. https://api.example.com/v1/orders/{{ $json.orderId }}/invoice',
+					description: 'Where the API shows what the send creates, found by the item\'s data. The request carries the same Idempotency Header as the send.',
+				},
+			],
+		},
+	],
+};
+
+/** The check request's settings, read once; null when none is set up. */
+function readCheckSettings(ctx: IExecuteFunctions): { options: HttpCheckOptions; method: HttpCheckRequest['method'] } | null {
+	const raw = ctx.getNodeParameter('options.checkRequest', 0, {}, { rawExpressions: true }) as IDataObject;
+	const request = raw?.request as IDataObject | undefined;
+	if (!request || typeof request !== 'object') return null;
+	const method = String(ctx.getNodeParameter('options.checkRequest.request.method', 0, 'GET'));
+	if (method !== 'GET' && method !== 'HEAD') {
+		throw new LedgerInputError(`A check request may only use GET or HEAD, not "${method}"`, 'A check must not perform the action. Choose GET (or HEAD) for Check Before Resending.');
+	}
+	const statuses = (name: string, label: string, fallback: string): StatusList => {
+		const text = String(ctx.getNodeParameter(`options.checkRequest.request.${name}`, 0, fallback) ?? '');
+		const list = parseStatusList(text);
+		if (!list) throw new LedgerInputError(`"${label}" (${text}) is not a list of HTTP statuses`, 'Use statuses separated by commas, such as 404, 410, a class such as 2xx, or a range such as 200-204.');
+		return list;
+	};
+	const found = statuses('foundStatuses', 'Found When Status Is', '2xx');
+	const notFound = statuses('notFoundStatuses', 'Not Found When Status Is', '404, 410');
+	if (found.ranges.length === 0) throw new LedgerInputError('"Found When Status Is" is empty', 'Give the statuses that mean the API has it, such as 2xx.');
+	if (statusListsOverlap(found, notFound)) {
+		throw new LedgerInputError(`"Found When Status Is" (${found.text}) and "Not Found When Status Is" (${notFound.text}) share a status`, 'A status can mean only one of the two.');
+	}
+	const idField = String(ctx.getNodeParameter('options.checkRequest.request.idField', 0, 'id') ?? '').trim();
+	return { method, options: { found, notFound, idPath: idField ? parseFieldPath(idField, 'ID field of the check request') : null } };
+}
+
 /** The JSON of a Custom Auth credential ({ headers, qs, body }); a configuration error if it is not an object. */
 function customAuth(data: ICredentialDataDecryptedObject): IDataObject {
 	const parsed = parseJson(String(data.json ?? '{}'));
@@ -278,12 +390,15 @@ export const httpModule: ChannelModule = {
 		}
 		const honoursKey = ctx.getNodeParameter('honoursKey', 0, true) === true;
 		const idField = String(ctx.getNodeParameter('options.responseIdField', 0, 'id') ?? '').trim();
+		// The check is for an API that does not honour the key: one that does is asked again with the same key.
+		const check = honoursKey ? null : readCheckSettings(ctx);
 		const channel = httpChannel({
 			transport: n8nTransport(ctx, authType, credential),
 			idempotencyHeader: header || null,
 			honoursKey,
 			timeoutMs: settings.timeoutMs,
 			idPath: idField ? parseFieldPath(idField, 'ID field in response') : null,
+			check: check?.options ?? null,
 		});
 		const method = ctx.getNodeParameter('method', 0) as string;
 		const url = textParam(ctx, 'url', 'The URL', true);
@@ -297,6 +412,8 @@ export const httpModule: ChannelModule = {
 		const formBody = contentType === 'form' ? pairsParam(ctx, 'bodyParameters', 'body parameter') : null;
 		const rawBody = contentType === 'raw' ? textParam(ctx, 'rawBody', 'The body', false) : null;
 		const rawType = contentType === 'raw' ? String(ctx.getNodeParameter('rawContentType', 0, 'text/plain')) : null;
+		const checkUrl = check ? textParam(ctx, 'options.checkRequest.request.url', 'The check URL', true) : null;
+		const checkHeaders = check ? pairsParam(ctx, 'options.checkRequest.request.headers', 'check header') : null;
 		const adapter: ChannelAdapter<HttpMessage> = {
 			channel,
 			acceptUncertain: !honoursKey && ctx.getNodeParameter('onAmbiguous', 0, 'review') === 'send',
@@ -318,10 +435,18 @@ export const httpModule: ChannelModule = {
 					message.body = rawBody(i, item);
 					message.headers['Content-Type'] = rawType || 'text/plain';
 				}
+				if (check && checkUrl && checkHeaders) {
+					const checkTarget = checkUrl(i, item).trim();
+					if (!/^https?:\/\/[^\s/]+/i.test(checkTarget)) {
+						throw new LedgerInputError(`The check URL "${checkTarget.slice(0, 200)}" is not an http(s) address`, 'Use a full address such as https://api.example.com/v1/orders/{{ $json.orderId }}.');
+					}
+					message.check = { method: check.method, url: checkTarget, headers: checkHeaders(i, item) };
+				}
 				return message;
 			},
 			forClaim: (message, claim) => ({ ...message, idempotencyKey: idempotencyKeyFor(claim.namespace, claim.key, claim.step, claim.firstSeenAt) }),
-			payload: ({ idempotencyKey: _key, ...content }) => ({ kind: 'http', message: content }),
+			// The check request is how to look, not what is sent: a change to it is not a different message.
+			payload: ({ idempotencyKey: _key, check: _check, ...content }) => ({ kind: 'http', message: content }),
 			describe: (m) => (header ? { idempotencyHeader: header, idempotencyKey: m.idempotencyKey } : {}),
 		};
 		return adapter as ChannelAdapter;

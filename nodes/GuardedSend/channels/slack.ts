@@ -3,7 +3,7 @@ import type { IDataObject, INodeProperties } from 'n8n-workflow';
 import { LedgerInputError } from '../../../lib/ledger/errors';
 import { DEFAULT_SLACK_API_URL, slackChannel, type SlackMessage } from '../../../lib/n8n/channels/slack';
 import { onAmbiguousProperty, type ChannelAdapter, type ChannelModule } from './adapter';
-import { n8nTransport } from './http';
+import { idempotencyKeyFor, n8nTransport } from './http';
 import { jsonParam, textParam } from '../params';
 
 const show = { show: { channel: ['slack'] } };
@@ -15,8 +15,8 @@ export const slackProperties: INodeProperties[] = [
 		type: 'string',
 		default: '',
 		required: true,
-		placeholder: 'e.g. #alerts or C0123456789',
-		description: 'Channel name or ID, or a user ID for a direct message',
+		placeholder: 'e.g. C0123456789 or #alerts',
+		description: 'Channel ID or name, or a user ID for a direct message. Use the ID (C…) so that Slack can be checked after a crash (see Check Slack Before Resending).',
 		displayOptions: show,
 	},
 	{
@@ -45,6 +45,14 @@ export const slackProperties: INodeProperties[] = [
 				type: 'json',
 				default: '',
 				description: 'Block Kit blocks, as a JSON list',
+			},
+			{
+				displayName: 'Check Slack Before Resending',
+				name: 'checkBeforeResend',
+				type: 'boolean',
+				default: true,
+				description:
+					'Whether to look in the channel (or thread) for the message when a run died while it may have been posting it: found, it is recorded as sent; not found, it is posted; when Slack cannot tell, it goes to Needs Review. Needs a channel ID and the channels:history scope (groups:history, im:history).',
 			},
 			{
 				displayName: 'Slack API URL',
@@ -76,7 +84,13 @@ export const slackModule: ChannelModule = {
 		if (!/^https?:\/\/\S+$/i.test(apiUrl)) {
 			throw new LedgerInputError(`The Slack API URL "${apiUrl}" is not an http(s) address`, `Leave it at ${DEFAULT_SLACK_API_URL} unless you use a proxy.`);
 		}
-		const channel = slackChannel({ transport: n8nTransport(ctx, null, null), token, apiUrl, timeoutMs: settings.timeoutMs });
+		const channel = slackChannel({
+			transport: n8nTransport(ctx, null, null),
+			token,
+			apiUrl,
+			timeoutMs: settings.timeoutMs,
+			check: options.checkBeforeResend !== false,
+		});
 		const target = textParam(ctx, 'slackChannel', 'The Slack channel', true);
 		const text = textParam(ctx, 'slackText', 'The message text', true);
 		const blocks = options.blocks !== undefined && options.blocks !== '' ? jsonParam(ctx, 'slackOptions.blocks', 'Blocks') : null;
@@ -96,7 +110,11 @@ export const slackModule: ChannelModule = {
 				if (threadTs) message.threadTs = threadTs(i, item) || undefined;
 				return message;
 			},
-			payload: (m) => ({ kind: 'slack', message: m }),
+			// The metadata hash is the step's identity under this claim: a takeover keeps the row's
+			// first-seen time (the same hash, so the check finds what the dead run posted); a step
+			// released as "not sent" starts a new row, and its message is looked for afresh.
+			forClaim: (message, claim) => ({ ...message, idempotencyKey: idempotencyKeyFor(claim.namespace, claim.key, claim.step, claim.firstSeenAt) }),
+			payload: ({ idempotencyKey: _key, ...content }) => ({ kind: 'slack', message: content }),
 		};
 		return adapter as ChannelAdapter;
 	},
