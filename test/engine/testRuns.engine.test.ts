@@ -253,9 +253,13 @@ describe('Prompt Cache in a test run', () => {
 				expect(test.runs(name)[0].hints).toEqual([expect.objectContaining({ message: expect.stringContaining('Skip the Ledger') })]);
 			}
 		}
+		const counted = async () => (await fx.pool.query(`SELECT namespace FROM "${fx.table}_daily" WHERE namespace LIKE $1`, [`%${wf}`])).rows;
 		expect(await rows('namespace LIKE $1', [`%${wf}`])).toEqual([]);
+		expect(await counted()).toEqual([]);
+		// The real run writes: its cache entry, and its counts to the namespace's stats of the day.
 		expect(hitsAndMisses(await runCache(cacheFlow(skip, storeSkip), 'trigger'))).toEqual([0, 1]);
-		expect(await rows('namespace LIKE $1', [`%${wf}`])).toHaveLength(2);
+		expect(await rows('namespace LIKE $1', [`%${wf}`])).toEqual([expect.objectContaining({ namespace: `workflow:${wf}`, step: 'prompt-cache', status: 'completed' })]);
+		expect(await counted()).toEqual([{ namespace: `workflow:${wf}` }]);
 	});
 });
 
