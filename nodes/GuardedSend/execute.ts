@@ -15,7 +15,8 @@
  *     that honours the Idempotency-Key is asked again with the same key. Otherwise, where the
  *     channel can ask the destination (Slack history, the Sent folder over IMAP, a check request),
  *     it asks first: found is recorded as sent and Skipped, not found is sent; when the check
- *     cannot answer, or there is none, the step goes to Needs Review unless the user accepted the risk.
+ *     cannot answer, or there is none, the step goes to Needs Review, or is sent again where the
+ *     user accepted a possible duplicate (then a found message still stops the second send).
  */
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
@@ -316,7 +317,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			switch (outcome.kind) {
 				case 'claimed': {
 					const lapsedMidSend = outcome.previousStatus === 'in_progress' && outcome.previousPhase === PHASE_SENDING;
-					if (lapsedMidSend && !adapter.channel.idempotent && !adapter.acceptUncertain) {
+					if (lapsedMidSend && !adapter.channel.idempotent && (adapter.channel.check || !adapter.acceptUncertain)) {
 						if (adapter.channel.check) toCheck.push({ p, record: outcome.record });
 						else reviewAmbiguous(p, outcome.record, null);
 					} else {
@@ -362,7 +363,8 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 				detail: `The check failed: ${(error as Error)?.message ?? String(error)}`,
 			}));
 			const check: CheckEvidence = { outcome: verdict.outcome, detail: verdict.detail, checkedAt: new Date().toISOString() };
-			if (verdict.outcome === 'not_found') {
+			if (verdict.outcome === 'not_found' || (verdict.outcome === 'unknown' && adapter.acceptUncertain)) {
+				// Not there; or no answer, and the user accepted a possible duplicate over a review.
 				toSend.push({ p, record, resend: true, check });
 			} else if (verdict.outcome === 'unknown') {
 				reviewAmbiguous(p, record, check);
