@@ -152,6 +152,19 @@ describe('engine: Guarded Send asks the destination before sending a step a dead
 			expect(slack.historyRequests.length).toBe(asked);
 		});
 
+		test('"Send Again (Accept a Possible Duplicate)" still asks first: a message that is there is not posted twice; only a check that cannot answer posts again', async () => {
+			const dead = await deadRun('s-9');
+			slack.addMessage({ channel: CHANNEL, text: 'Order s-9 paid', metadata: { event_type: SLACK_METADATA_EVENT, event_payload: { key: hashFor('s-9', dead) } } });
+			const found = await run(slackSend({ onAmbiguous: 'send' }), orders('s-9'));
+			expect(facts(found, SKIPPED)).toEqual([expect.objectContaining({ recovered: true })]);
+			expect(slackMessages('s-9')).toHaveLength(1);
+			await deadRun('s-10');
+			slack.setHistoryPlan(slackMissingScope);
+			const unknown = await run(slackSend({ onAmbiguous: 'send' }), orders('s-10'));
+			expect(facts(unknown, SENT)).toEqual([expect.objectContaining({ resent: true, check: expect.objectContaining({ outcome: 'unknown' }) })]);
+			expect(slackMessages('s-10')).toHaveLength(1);
+		});
+
 		test('"Check Slack Before Resending" off: Needs Review as before, without asking Slack, even though the message is there', async () => {
 			const dead = await deadRun('s-7');
 			slack.addMessage({ channel: CHANNEL, text: 'Order s-7 paid', metadata: { event_type: SLACK_METADATA_EVENT, event_payload: { key: hashFor('s-7', dead) } } });
