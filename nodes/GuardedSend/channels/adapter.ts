@@ -42,7 +42,7 @@ export const onAmbiguousProperty = (show: NonNullable<IDisplayOptions['show']>):
 		{
 			name: 'Send Again (Accept a Possible Duplicate)',
 			value: 'send',
-			description: 'Send once more. The recipient may get the message twice.',
+			description: 'Send once more, unless the check before resending (where set up) finds the message there. The recipient may get it twice.',
 		},
 	],
 	default: 'review',
