@@ -723,10 +723,13 @@ RETURNING ${recordColumns('l')}`;
 		});
 	}
 
-	private markPhaseSql(): string {
-		// Rows are locked in one global order (no deadlock with a concurrent claim or mark), and the
-		// conditions are checked again on the locked, latest row version. A row in phase `sending`
-		// is kept until it is recorded or resolved: retention never forgets that it may have gone out.
+	/**
+	 * One UPDATE of the rows a claim still owns: live, `in_progress`, with the request's fence and
+	 * a lease that has not lapsed. Rows are locked in one global order (no deadlock with a
+	 * concurrent claim or mark), and the conditions are checked again on the locked, latest row
+	 * version. $1..$3 namespace, key, step arrays, $4 fences, $5 the value `set` uses.
+	 */
+	private ownedUpdateSql(set: string): string {
 		const owned = (a: string) =>
 			`${a}.status = 'in_progress' AND ${a}.fence = i.fence AND ${a}.lease_expires_at > now() AND ${a}.expires_at > now()`;
 		return `
@@ -738,80 +741,64 @@ target AS (
 	ORDER BY l.namespace, l.key, l.step
 	FOR UPDATE OF l
 )
-UPDATE ${this.t.ledger} l SET phase = $5::text, updated_at = now(),
-	expires_at = CASE WHEN $5::text IS NOT NULL THEN ${KEEP_UNTIL_RESOLVED} ELSE l.expires_at END
+UPDATE ${this.t.ledger} l SET ${set}
 FROM target t JOIN i ON i.ns = t.namespace AND i.k = t.key AND i.st = t.step
 WHERE l.namespace = t.namespace AND l.key = t.key AND l.step = t.step AND ${owned('l')}
-RETURNING l.namespace, l.key, l.step`;
-	}
-
-	async markPhase(rows: FencedRow[], phase: string): Promise<boolean[]> {
-		if (rows.length === 0) return [];
-		await this.ensureSchema();
-		const marked = new Set<string>();
-		const order = sortByRowId(
-			rows.map((_, i) => i),
-			rows,
-		);
-		for (let start = 0; start < order.length; start += this.chunkSize) {
-			const chunk = order.slice(start, start + this.chunkSize).map((i) => rows[i]);
-			const result = await this.query(this.sql.markPhase, [
-				chunk.map((r) => r.namespace),
-				chunk.map((r) => r.key),
-				chunk.map((r) => r.step),
-				chunk.map((r) => String(r.fence)),
-				phase,
-			]);
-			for (const row of result) marked.add(idKey(row.namespace, row.key, row.step));
-		}
-		return rows.map((r) => marked.has(idKey(r.namespace, r.key, r.step)));
-	}
-
-	/**
-	 * Like markPhaseSql: rows locked in the global order, then re-checked on their latest version.
-	 * Only the lease end moves (and the expiry, never below it); updated_at stays the claim's.
-	 * $1..$3 namespace, key, step arrays, $4 fences, $5 lease ms.
-	 */
-	private renewLeasesSql(): string {
-		const held = (a: string) =>
-			`${a}.status = 'in_progress' AND ${a}.fence = i.fence AND ${a}.lease_expires_at > now() AND ${a}.expires_at > now()`;
-		const leaseEnd = `now() + $5 * interval '1 millisecond'`;
-		return `
-WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS i(ns, k, st, fence)),
-target AS (
-	SELECT l.namespace, l.key, l.step FROM ${this.t.ledger} l
-	JOIN i ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st
-	WHERE ${held('l')}
-	ORDER BY l.namespace, l.key, l.step
-	FOR UPDATE OF l
-)
-UPDATE ${this.t.ledger} l SET lease_expires_at = ${leaseEnd}, expires_at = greatest(l.expires_at, ${leaseEnd})
-FROM target t JOIN i ON i.ns = t.namespace AND i.k = t.key AND i.st = t.step
-WHERE l.namespace = t.namespace AND l.key = t.key AND l.step = t.step AND ${held('l')}
 RETURNING l.namespace, l.key, l.step, l.fence`;
 	}
 
-	async renewLeases(rows: FencedRow[], leaseMs: number): Promise<boolean[]> {
+	/**
+	 * The phase ($5). A row in phase `sending` is kept until it is recorded or resolved: retention
+	 * never forgets that it may have gone out.
+	 */
+	private markPhaseSql(): string {
+		return this.ownedUpdateSql(
+			`phase = $5::text, updated_at = now(),
+	expires_at = CASE WHEN $5::text IS NOT NULL THEN ${KEEP_UNTIL_RESOLVED} ELSE l.expires_at END`,
+		);
+	}
+
+	/** The lease, to $5 ms from now; the expiry never below it; updated_at stays the claim's. */
+	private renewLeasesSql(): string {
+		const leaseEnd = `now() + $5 * interval '1 millisecond'`;
+		return this.ownedUpdateSql(`lease_expires_at = ${leaseEnd}, expires_at = greatest(l.expires_at, ${leaseEnd})`);
+	}
+
+	/**
+	 * Runs an ownedUpdateSql statement over `rows`, chunk by chunk in the global row order, and
+	 * answers per row whether it was changed: by row and fence, so a request that names a row with
+	 * another fence was not.
+	 */
+	private async updateOwned(sql: string, rows: FencedRow[], value: unknown): Promise<boolean[]> {
 		if (rows.length === 0) return [];
 		await this.ensureSchema();
-		const renewed = new Set<string>();
+		const changed = new Set<string>();
+		// pg reads the bigint fence back as text: compare both as text.
+		const fenced = (r: { namespace: string; key: string; step: string; fence: number | string | null }) => `${idKey(r.namespace, r.key, r.step)}\u0000${r.fence}`;
 		const order = sortByRowId(
 			rows.map((_, i) => i),
 			rows,
 		);
 		for (let start = 0; start < order.length; start += this.chunkSize) {
 			const chunk = order.slice(start, start + this.chunkSize).map((i) => rows[i]);
-			const result = await this.query(this.sql.renewLeases, [
+			const result = await this.query<{ namespace: string; key: string; step: string; fence: string }>(sql, [
 				chunk.map((r) => r.namespace),
 				chunk.map((r) => r.key),
 				chunk.map((r) => r.step),
 				chunk.map((r) => String(r.fence)),
-				Math.max(0, Math.round(leaseMs)),
+				value,
 			]);
-			// By row and fence: a request that names the row with another fence was not renewed.
-			for (const row of result) renewed.add(`${idKey(row.namespace, row.key, row.step)}\u0000${row.fence}`);
+			for (const row of result) changed.add(fenced(row));
 		}
-		return rows.map((r) => renewed.has(`${idKey(r.namespace, r.key, r.step)}\u0000${r.fence}`));
+		return rows.map((r) => changed.has(fenced(r)));
+	}
+
+	markPhase(rows: FencedRow[], phase: string): Promise<boolean[]> {
+		return this.updateOwned(this.sql.markPhase, rows, phase);
+	}
+
+	renewLeases(rows: FencedRow[], leaseMs: number): Promise<boolean[]> {
+		return this.updateOwned(this.sql.renewLeases, rows, Math.max(0, Math.round(leaseMs)));
 	}
 
 	async get(namespace: string, key: string): Promise<LedgerRecord[]> {

@@ -316,7 +316,11 @@ export class RedisLedger implements Ledger {
 		});
 	}
 
-	async markPhase(rows: FencedRow[], phase: string): Promise<boolean[]> {
+	/**
+	 * Runs a script built on OWNED (markPhase, renewLeases) over `rows`, one call per namespace
+	 * chunk, and answers per row whether it was changed.
+	 */
+	private async updateOwned(name: 'idemLedgerMarkPhase' | 'idemLedgerRenewLeases', rows: FencedRow[], value: string | number): Promise<boolean[]> {
 		if (rows.length === 0) return [];
 		await this.ensureSchema();
 		const chunks = this.chunks(
@@ -326,37 +330,23 @@ export class RedisLedger implements Ledger {
 		const calls = chunks.map(({ namespace, indexes }): Call => {
 			const k = namespaceKeys(this.prefix, namespace);
 			const members = indexes.map((i) => member(rows[i].key, rows[i].step));
-			const args: Array<string | number> = [phase, indexes.length];
+			const args: Array<string | number> = [value, indexes.length];
 			indexes.forEach((i, j) => args.push(members[j], String(rows[i].fence)));
 			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(rows[i].key))];
-			return { name: 'idemLedgerMarkPhase', namespace, keys, args };
+			return { name, namespace, keys, args };
 		});
 		const replies = await this.run(calls);
-		const marked = new Array<boolean>(rows.length).fill(false);
-		replies.forEach((reply, c) => (reply as number[]).forEach((ok, j) => (marked[chunks[c].indexes[j]] = ok === 1)));
-		return marked;
+		const changed = new Array<boolean>(rows.length).fill(false);
+		replies.forEach((reply, c) => (reply as number[]).forEach((ok, j) => (changed[chunks[c].indexes[j]] = ok === 1)));
+		return changed;
 	}
 
-	async renewLeases(rows: FencedRow[], leaseMs: number): Promise<boolean[]> {
-		if (rows.length === 0) return [];
-		await this.ensureSchema();
-		const chunks = this.chunks(
-			rows.map((_, i) => i),
-			(i) => rows[i].namespace,
-		);
-		const ms = Math.max(0, Math.round(leaseMs));
-		const calls = chunks.map(({ namespace, indexes }): Call => {
-			const k = namespaceKeys(this.prefix, namespace);
-			const members = indexes.map((i) => member(rows[i].key, rows[i].step));
-			const args: Array<string | number> = [ms, indexes.length];
-			indexes.forEach((i, j) => args.push(members[j], String(rows[i].fence)));
-			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(rows[i].key))];
-			return { name: 'idemLedgerRenewLeases', namespace, keys, args };
-		});
-		const replies = await this.run(calls);
-		const renewed = new Array<boolean>(rows.length).fill(false);
-		replies.forEach((reply, c) => (reply as number[]).forEach((ok, j) => (renewed[chunks[c].indexes[j]] = ok === 1)));
-		return renewed;
+	markPhase(rows: FencedRow[], phase: string): Promise<boolean[]> {
+		return this.updateOwned('idemLedgerMarkPhase', rows, phase);
+	}
+
+	renewLeases(rows: FencedRow[], leaseMs: number): Promise<boolean[]> {
+		return this.updateOwned('idemLedgerRenewLeases', rows, Math.max(0, Math.round(leaseMs)));
 	}
 
 	async get(namespace: string, key: string): Promise<LedgerRecord[]> {

@@ -292,53 +292,50 @@ return out
 `;
 
 /**
- * KEYS: 8 fixed, n row keys, n step-set keys. ARGV: phase, n, then per row: member, fence.
- * Sets the phase of rows that are live, in_progress, carry the fence and whose lease has not
- * lapsed. A marked row no longer expires by retention. Returns per row 1 (marked) or 0.
+ * Shared by MARK_PHASE and RENEW_LEASES. KEYS: 8 fixed, n row keys, n step-set keys. ARGV: one
+ * value, n, then per row: member, fence. Applies `update` to each row that is live, in_progress,
+ * carries the fence and whose lease has not lapsed, and stores it. Returns per row 1 or 0.
  */
-const MARK_PHASE = `
-local phase, n = ARGV[1], tonumber(ARGV[2])
-local out = {}
-for i = 1, n do
-	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
-	local m, fence = ARGV[2 + 2 * i - 1], tonumber(ARGV[2 + 2 * i])
-	local row = readrow(rk)
-	if row and row.st == 'in_progress' and row.g ~= nil and row.g == fence and row.le ~= nil and row.le > now then
-		row.ph = phase
-		row.u = now
-		row.e = KEEP
-		store(rk, sk, m, row, row)
-		out[i] = 1
-	else
-		out[i] = 0
+const OWNED = `
+local function updateowned(update)
+	local n = tonumber(ARGV[2])
+	local out = {}
+	for i = 1, n do
+		local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
+		local m, fence = ARGV[2 + 2 * i - 1], tonumber(ARGV[2 + 2 * i])
+		local row = readrow(rk)
+		if row and row.st == 'in_progress' and row.g ~= nil and row.g == fence and row.le ~= nil and row.le > now then
+			update(row)
+			store(rk, sk, m, row, row)
+			out[i] = 1
+		else
+			out[i] = 0
+		end
 	end
+	return out
 end
-return out
+`;
+
+/** ARGV[1]: the phase. A marked row no longer expires by retention. */
+const MARK_PHASE = `
+local phase = ARGV[1]
+return updateowned(function(row)
+	row.ph = phase
+	row.u = now
+	row.e = KEEP
+end)
 `;
 
 /**
- * KEYS: 8 fixed, n row keys, n step-set keys. ARGV: leaseMs, n, then per row: member, fence.
- * Extends the lease of rows that are live, in_progress, carry the fence and whose lease has not
- * lapsed, to now + leaseMs; the row's expiry moves to at least that. updated_at stays (it says
- * when the key was let through). Returns per row 1 (renewed) or 0.
+ * ARGV[1]: lease ms. The lease ends that long from now; the row's expiry moves to at least that.
+ * updated_at stays (it says when the key was let through).
  */
 const RENEW_LEASES = `
-local leaseMs, n = tonumber(ARGV[1]), tonumber(ARGV[2])
-local out = {}
-for i = 1, n do
-	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
-	local m, fence = ARGV[2 + 2 * i - 1], tonumber(ARGV[2 + 2 * i])
-	local row = readrow(rk)
-	if row and row.st == 'in_progress' and row.g ~= nil and row.g == fence and row.le ~= nil and row.le > now then
-		row.le = now + leaseMs
-		if row.e < row.le then row.e = row.le end
-		store(rk, sk, m, row, row)
-		out[i] = 1
-	else
-		out[i] = 0
-	end
-end
-return out
+local leaseMs = tonumber(ARGV[1])
+return updateowned(function(row)
+	row.le = now + leaseMs
+	if row.e < row.le then row.e = row.le end
+end)
 `;
 
 /**
@@ -638,8 +635,8 @@ return out
 export const SCRIPTS = {
 	idemLedgerClaim: COMMON + ROWS + CLAIM,
 	idemLedgerRecord: COMMON + ROWS + RECORD,
-	idemLedgerMarkPhase: COMMON + ROWS + MARK_PHASE,
-	idemLedgerRenewLeases: COMMON + ROWS + RENEW_LEASES,
+	idemLedgerMarkPhase: COMMON + ROWS + OWNED + MARK_PHASE,
+	idemLedgerRenewLeases: COMMON + ROWS + OWNED + RENEW_LEASES,
 	idemLedgerGet: COMMON + ROWS + GET,
 	idemLedgerList: COMMON + ROWS + LIST,
 	idemLedgerRelease: COMMON + CALENDAR + ROWS + RELEASE,
