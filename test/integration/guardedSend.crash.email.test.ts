@@ -18,10 +18,9 @@
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { smtpServer, type SmtpTestServer } from '../support/destinations';
-import { runWorkflow } from '../support/engine';
 import { describeIfDovecot, imapServer, type ImapTestServer } from '../support/imapServer';
 import { startChild } from './fixtures/guarded-child-runner';
-import { credentialsFor, itemsFor, nodeTypes, sendWorkflow, SEND_NODE, summarize, type SendSpec } from './fixtures/guarded-workflow';
+import { rerunAfterCrash, type SendSpec } from './fixtures/guarded-workflow';
 
 type Point = 'claim' | 'mark' | 'acted' | 'record';
 
@@ -86,16 +85,7 @@ describeIfDovecot('the email crash tests with the Sent folder check')('Guarded S
 		expect(how).toBe('SIGKILL');
 		const afterCrash = delivered(ids);
 
-		const rerun = async (executionId: string) =>
-			summarize(
-				await runWorkflow(sendWorkflow({ ...first, leaseMs: 60_000 }), {
-					credentials: credentialsFor(first),
-					nodeTypes,
-					executionId,
-					startNode: SEND_NODE,
-					startItems: itemsFor(ids),
-				}),
-			);
+		const rerun = (executionId: string) => rerunAfterCrash(first, ids, executionId);
 		const second = await rerun(`crash-email-imap-${point}-2`);
 		const afterRerun = delivered(ids);
 		const third = await rerun(`crash-email-imap-${point}-3`);

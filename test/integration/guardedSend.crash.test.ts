@@ -20,10 +20,9 @@
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { slackServer, smtpServer, stripeLikeServer, type SlackServer, type SmtpTestServer, type StripeLikeServer } from '../support/destinations';
-import { runWorkflow } from '../support/engine';
 import { idempotencyKeyFor } from '../../nodes/GuardedSend/channels/http';
 import { startChild } from './fixtures/guarded-child-runner';
-import { credentialsFor, itemsFor, nodeTypes, sendWorkflow, SEND_NODE, summarize, type ChannelName, type SendSpec } from './fixtures/guarded-workflow';
+import { rerunAfterCrash, SEND_NODE, type ChannelName, type SendSpec } from './fixtures/guarded-workflow';
 
 type Point = 'claim' | 'mark' | 'acted' | 'record';
 
@@ -161,16 +160,7 @@ describe('Guarded Send: SIGKILL at each point, then run again', () => {
 		expect(how).toBe('SIGKILL');
 		const afterCrash = delivered();
 
-		const rerun = async (executionId: string) =>
-			summarize(
-				await runWorkflow(sendWorkflow({ ...first, leaseMs: 60_000 }), {
-					credentials: credentialsFor(first),
-					nodeTypes,
-					executionId,
-					startNode: SEND_NODE,
-					startItems: itemsFor(ids),
-				}),
-			);
+		const rerun = (executionId: string) => rerunAfterCrash(first, ids, executionId);
 		const second = await rerun(`crash-${c.slug}-${point}-2`);
 		const afterRerun = delivered();
 		const third = await rerun(`crash-${c.slug}-${point}-3`);
