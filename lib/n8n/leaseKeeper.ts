@@ -1,6 +1,5 @@
 import type { IExecuteFunctions } from 'n8n-workflow';
 
-import { idKey } from '../ledger/claims';
 import type { FencedRow, Ledger } from '../ledger/types';
 import { atExecutionEnd } from './executionEnd';
 
@@ -63,19 +62,23 @@ export interface Warner {
 	warn(message: string): void;
 }
 
+/** The rows one claim of one execution holds: held, renewed and dropped together. */
 interface Held {
-	row: FencedRow;
-	/** The execution that holds the row; its end stops the renewals. */
+	/** The rows still held; a renewal the ledger refused removes its row. */
+	rows: FencedRow[];
+	/** The execution that holds the rows; its end stops the renewals. */
 	executionId: string;
 	/** The end of the configured lease, by this process's monotonic clock (performance.now()). */
 	until: number;
 }
 
-const rowKey = (row: FencedRow) => `${idKey(row.namespace, row.key, row.step)}\u0000${row.fence}`;
-
-/** The held rows of one ledger in this process, and the timer that renews them. */
+/**
+ * The held rows of one ledger in this process, and the timer that renews them. Rows are kept by
+ * claim, not one by one: a 10,000-item claim costs one entry to hold and to release, and only a
+ * renewal (every 10 s) walks its rows.
+ */
 export class LeaseKeeper {
-	private readonly held = new Map<string, Held>();
+	private readonly held = new Set<Held>();
 	private timer: ReturnType<typeof setInterval> | null = null;
 	private renewing: Promise<void> | null = null;
 	private logger: Warner | null = null;
@@ -89,18 +92,15 @@ export class LeaseKeeper {
 
 	/** Rows held right now. */
 	get size(): number {
-		return this.held.size;
-	}
-
-	/** Whether this keeper renews the row (with this fence). */
-	holds(row: FencedRow): boolean {
-		return this.held.has(rowKey(row));
+		let rows = 0;
+		for (const held of this.held) rows += held.rows.length;
+		return rows;
 	}
 
 	/** Starts renewing `rows` of `executionId` until `until` (performance.now() time). Never throws. */
 	hold(rows: FencedRow[], executionId: string, until: number, logger?: Warner): void {
 		if (logger) this.logger = logger;
-		for (const row of rows) this.held.set(rowKey(row), { row, executionId, until });
+		if (rows.length > 0) this.held.add({ rows, executionId, until });
 		if (this.held.size > 0 && this.timer === null) {
 			this.timer = setInterval(() => void this.renew(), LEASE_KEEPING.renewEveryMs);
 			// Never keeps a process alive: a process that is ending lets its leases lapse.
@@ -110,7 +110,7 @@ export class LeaseKeeper {
 
 	/** Stops renewing the rows of an execution (it ended). Their leases lapse on their own. */
 	release(executionId: string): void {
-		for (const [key, held] of this.held) if (held.executionId === executionId) this.held.delete(key);
+		for (const held of this.held) if (held.executionId === executionId) this.held.delete(held);
 		this.stopWhenIdle();
 	}
 
@@ -141,9 +141,9 @@ export class LeaseKeeper {
 		const short = LEASE_KEEPING.shortLeaseMs;
 		const full: Held[] = [];
 		const last = new Map<number, Held[]>();
-		for (const [key, held] of this.held) {
+		for (const held of this.held) {
 			const left = held.until - now;
-			if (left <= 0) this.held.delete(key);
+			if (left <= 0) this.held.delete(held);
 			else if (left >= short) full.push(held);
 			else {
 				const group = last.get(held.until);
@@ -156,26 +156,28 @@ export class LeaseKeeper {
 		for (const [until, group] of last) await this.renewRows(group, Math.max(1, Math.floor(until - now)), true);
 	}
 
-	private async renewRows(rows: Held[], leaseMs: number, lastTime: boolean): Promise<void> {
+	private async renewRows(claims: Held[], leaseMs: number, lastTime: boolean): Promise<void> {
 		this.counts.calls++;
+		const rows = claims.flatMap((held) => held.rows);
 		let answers: boolean[];
 		try {
-			answers = await this.ledger.renewLeases(
-				rows.map((h) => h.row),
-				leaseMs,
-			);
+			answers = await this.ledger.renewLeases(rows, leaseMs);
 		} catch (error) {
 			this.counts.failures++;
 			this.warn(
-				`Idempotency ledger: could not renew the hold on ${rows.length} key(s) of execution(s) ${[...new Set(rows.map((h) => h.executionId))].join(', ')}; trying again in ${Math.round(LEASE_KEEPING.renewEveryMs / 1000)} s. If renewals keep failing, another execution may take these keys once their leases lapse. ${(error as Error)?.message ?? String(error)}`,
+				`Idempotency ledger: could not renew the hold on ${rows.length} key(s) of execution(s) ${[...new Set(claims.map((h) => h.executionId))].join(', ')}; trying again in ${Math.round(LEASE_KEEPING.renewEveryMs / 1000)} s. If renewals keep failing, another execution may take these keys once their leases lapse. ${(error as Error)?.message ?? String(error)}`,
 			);
 			return;
 		}
-		rows.forEach((held, i) => {
-			if (answers[i]) this.counts.renewed++;
-			const key = rowKey(held.row);
-			if ((lastTime || !answers[i]) && this.held.get(key) === held) this.held.delete(key);
-		});
+		for (const renewed of answers) if (renewed) this.counts.renewed++;
+		let at = 0;
+		for (const held of claims) {
+			const from = at;
+			at += held.rows.length;
+			if (lastTime) this.held.delete(held);
+			else held.rows = held.rows.filter((_, i) => answers[from + i]);
+			if (held.rows.length === 0) this.held.delete(held);
+		}
 	}
 
 	private warn(message: string): void {
