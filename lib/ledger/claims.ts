@@ -2,31 +2,29 @@ import type { ClaimMode, ClaimOptions, ClaimOutcome, ClaimRequest, LedgerRecord,
 
 /** A row's identity as one string: namespace, key and step joined by NUL. */
 export const idKey = (ns: string, key: string, step: string) => `${ns}\u0000${key}\u0000${step}`;
-const rowId = (r: ClaimRequest) => idKey(r.namespace, r.key, r.step);
 
 /**
  * Duplicates inside one batch resolve before any storage is touched: the first request for a
- * row goes to the backend, every later one is answered `batch_duplicate`.
+ * row goes to the backend, every later one is answered `batch_duplicate`. `unique` lists the
+ * first requests in the global row order (see sortByRowId), the order a statement locks them in.
  */
 export function resolveBatch(requests: ClaimRequest[]): {
 	unique: number[];
 	outcomes: Array<ClaimOutcome | undefined>;
 } {
-	const first = new Map<string, number>();
-	const unique: number[] = [];
 	const outcomes = new Array<ClaimOutcome | undefined>(requests.length);
-	// Usually every request has the same namespace and step: then the key alone tells rows apart,
-	// and no id string is built per request.
-	const { namespace, step } = requests[0] ?? { namespace: '', step: '' };
-	const byKey = requests.every((r) => r.namespace === namespace && r.step === step);
-	for (let i = 0; i < requests.length; i++) {
-		const id = byKey ? requests[i].key : rowId(requests[i]);
-		const firstIndex = first.get(id);
-		if (firstIndex === undefined) {
-			first.set(id, i);
-			unique.push(i);
-		} else {
+	const unique: number[] = [];
+	// The sort is stable: the requests of one row are adjacent, the first one first.
+	let first: ClaimRequest | null = null;
+	let firstIndex = -1;
+	for (const i of sortByRowId(Array.from(requests.keys()), requests)) {
+		const r = requests[i];
+		if (first !== null && r.key === first.key && r.namespace === first.namespace && r.step === first.step) {
 			outcomes[i] = { kind: 'batch_duplicate', firstIndex };
+		} else {
+			unique.push(i);
+			first = r;
+			firstIndex = i;
 		}
 	}
 	return { unique, outcomes };
@@ -84,9 +82,16 @@ export function sortByRowId<R extends RowId>(indexes: number[], requests: R[]): 
 	// Native comparison is exact unless some text has a unit at or above U+D800: one scan decides.
 	const exact = requests.some((r) => HIGH_UNITS.test(r.namespace) || HIGH_UNITS.test(r.key) || HIGH_UNITS.test(r.step));
 	const cmp = exact ? compareCodePoints : (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-	return [...indexes].sort((x, y) => {
-		const a = requests[x];
-		const b = requests[y];
-		return cmp(a.namespace, b.namespace) || cmp(a.key, b.key) || cmp(a.step, b.step);
-	});
+	// Usually one namespace and one step: then the keys alone decide.
+	const { namespace, step } = requests[indexes[0]] ?? { namespace: '', step: '' };
+	const keysDecide = indexes.every((i) => requests[i].namespace === namespace && requests[i].step === step);
+	return [...indexes].sort(
+		keysDecide
+			? (x, y) => cmp(requests[x].key, requests[y].key)
+			: (x, y) => {
+					const a = requests[x];
+					const b = requests[y];
+					return cmp(a.namespace, b.namespace) || cmp(a.key, b.key) || cmp(a.step, b.step);
+				},
+	);
 }

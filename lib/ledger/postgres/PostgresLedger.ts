@@ -515,11 +515,11 @@ SELECT
 
 	async claim(requests: ClaimRequest[], options: ClaimOptions): Promise<ClaimOutcome[]> {
 		await this.ensureSchema();
-		const { unique, outcomes } = resolveBatch(requests);
-		// Chunks hold disjoint keys, each locked in sorted order, so they run side by side on
-		// separate pool connections (as many as the pool allows) and the server inserts them on
-		// as many cores as it has. A batch of one chunk is one statement, one round trip.
-		const sorted = sortByRowId(unique, requests);
+		// Distinct rows in the global row order (resolveBatch). Chunks hold disjoint keys, each
+		// locked in that order, so they run side by side on separate pool connections (as many as
+		// the pool allows) and the server inserts them on as many cores as it has. A batch of one
+		// chunk is one statement, one round trip.
+		const { unique: sorted, outcomes } = resolveBatch(requests);
 		const chunks: number[][] = [];
 		for (let start = 0; start < sorted.length; start += this.chunkSize) chunks.push(sorted.slice(start, start + this.chunkSize));
 		await settleAll(chunks.map((chunk) => this.claimChunk(chunk, requests, outcomes, options)));
