@@ -1,7 +1,8 @@
 // npm run bench — in one process, against the real PostgreSQL and Redis:
 // 1. claim throughput on PostgreSQL: raw SQL baseline (INSERT ... ON CONFLICT DO NOTHING over
 //    unnest, one statement), the ledger's claim, and the Dedupe Gate node's execute(), for 10,000
-//    distinct keys (first sight) and the same 10,000 again (all duplicates); median of runs;
+//    distinct keys (first sight) and the same 10,000 again (all duplicates); median of runs,
+//    the scenarios taking turns within each round;
 // 2. the same claim on Redis beside pipelined SET NX;
 // 3. Prompt Cache lookup latency (p50, p99 over 10,000 one-item lookups) on both backends,
 //    beside a primary-key SELECT / a GET.
@@ -79,20 +80,23 @@ async function main() {
 		},
 	};
 
-	const rows = [];
-	for (const [name, run] of Object.entries(scenarios)) {
-		await run(`warm_${name.length}`);
-		const firsts = [];
-		const dups = [];
-		let trips = 0;
-		for (let r = 0; r < RUNS; r++) {
+	// Round-robin: every round runs each scenario once, starting with a different one each round,
+	// so a checkpoint, an autovacuum or a noisy neighbour slows all scenarios alike instead of
+	// whichever ran while it happened; the ratios compare runs minutes apart no more.
+	const entries = Object.entries(scenarios);
+	for (const [name, run] of entries) await run(`warm_${name.length}`);
+	const results = entries.map(() => ({ firsts: [], dups: [], trips: 0 }));
+	for (let r = 0; r < RUNS; r++) {
+		for (let j = 0; j < entries.length; j++) {
+			const s = (r + j) % entries.length;
+			const [name, run] = entries[s];
 			const res = await run(`r${r}_${name.length}_${suffix}`);
-			firsts.push(res.first);
-			dups.push(res.dup);
-			trips = res.trips;
+			results[s].firsts.push(res.first);
+			results[s].dups.push(res.dup);
+			results[s].trips = res.trips;
 		}
-		rows.push({ name, first: median(firsts), dup: median(dups), trips });
 	}
+	const rows = entries.map(([name], s) => ({ name, first: median(results[s].firsts), dup: median(results[s].dups), trips: results[s].trips }));
 
 	// The webhook case: one item, after warm-up. How many ledger round trips does it add?
 	const one = nodeContext(gate, { parameters: { keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: `one_${suffix}` } }, items: [{ json: { id: 'evt_single' } }], credentials });
