@@ -796,7 +796,7 @@ export class N8nInstance {
 		// with exit code 0). Writes to a file are synchronous, so the file holds all of it.
 		const stdoutFile = path.join(os.tmpdir(), `n8n-execute-${id}-${randomBytes(4).toString('hex')}.json`);
 		const stdoutFd = fs.openSync(stdoutFile, 'w');
-		const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+		const result = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((resolve) => {
 			const child = spawn(this.runtime.nodeBin, [this.runtime.n8nBin, 'execute', `--id=${id}`, '--rawOutput'], {
 				cwd: this.userFolder,
 				env,
@@ -807,21 +807,24 @@ export class N8nInstance {
 			const err: Buffer[] = [];
 			child.stderr!.on('data', (c: Buffer) => err.push(c));
 			const timer = setTimeout(() => killGroup(child, 'SIGKILL'), opts.timeoutMs ?? 10 * 60_000);
-			child.once('close', (code) => {
+			child.once('close', (code, signal) => {
 				clearTimeout(timer);
 				killGroup(child, 'SIGKILL'); // a task runner left behind
 				fs.closeSync(stdoutFd);
 				const stdout = fs.readFileSync(stdoutFile, 'utf8');
 				fs.rmSync(stdoutFile, { force: true });
-				resolve({ code, stdout, stderr: Buffer.concat(err).toString('utf8') });
+				resolve({ code, signal, stdout, stderr: Buffer.concat(err).toString('utf8') });
 			});
 		});
 		const ms = performance.now() - started;
-		this.logStream?.write(`\n===== n8n execute --id=${id} (exit ${result.code}, ${Math.round(ms)} ms) =====\n${result.stderr}\n`);
+		// A process that a signal ended has no exit code: name the signal (seen once on n8n 1.123.81, after
+		// a complete run was printed), so a failure says how it ended.
+		const exit = result.signal ? `signal ${result.signal}` : `exit ${result.code}`;
+		this.logStream?.write(`\n===== n8n execute --id=${id} (${exit}, ${Math.round(ms)} ms) =====\n${result.stderr}\n`);
 		const parsed = parseRawOutput(result.stdout);
 		if ((result.code !== 0 || parsed === undefined) && !opts.allowFailure) {
 			throw new Error(
-				`n8n execute --id=${id} failed (exit ${result.code}):\n${tail(result.stdout, 40)}\n${tail(result.stderr, 40)}`,
+				`n8n execute --id=${id} failed (${exit}):\n${tail(result.stdout, 40)}\n${tail(result.stderr, 40)}`,
 			);
 		}
 		return { run: parsed, exitCode: result.code, ms, stdout: result.stdout, stderr: result.stderr };
