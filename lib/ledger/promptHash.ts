@@ -427,6 +427,13 @@ const RECEIPT_PARTS: Array<[param: string, label: string, summary: (value: unkno
 	['response_format', 'response format', (v) => (isObject(v) && typeof v.type === 'string' ? v.type : short(canonicalJson(v)))],
 ];
 
+/**
+ * A short hash of one part of the key: the first 8 hex digits of the SHA-256 of its canonical
+ * JSON. Two receipts whose line for a part shows the same short hash had the same part (all but
+ * surely); a different one shows which part differs, without showing its text.
+ */
+export const partHash = (value: unknown) => `#${createHash('sha256').update(canonicalJson(value)).digest('hex').slice(0, 8)}`;
+
 function toolName(tool: unknown): string {
 	if (!isObject(tool)) return '?';
 	const fn = isObject(tool.function) ? tool.function : tool;
@@ -435,29 +442,40 @@ function toolName(tool: unknown): string {
 
 const short = (text: string) => (text.length > 80 ? `${text.slice(0, 77)}...` : text);
 
+/** A parameter's value for the receipt; shortened, with its part hash, when it is too long to show. */
+const shownValue = (value: unknown) => {
+	const text = canonicalJson(value);
+	return text.length > 80 ? `${short(text)} ${partHash(value)}` : text;
+};
+
 /**
  * The key receipt: what went into a prompt's key, one readable line each, so that a person can
  * see why two requests share an answer or do not. It names the model, each parameter with its
  * value, whether a system prompt, tools, tool choice and response format were part of the key,
- * what was left out and why, the normalization, and the key version. It never holds prompt text.
+ * what was left out and why, the normalization, and the key version. The system prompt, the
+ * messages, tools, tool choice, response format and any parameter value too long to show carry a
+ * short hash of their own (partHash), so that two receipts of different keys differ on the line of
+ * the part that changed, even where the summary reads the same (a tool's description, the wording
+ * of a system prompt). It never holds prompt text.
  */
 export function keyReceipt(envelope: PromptEnvelope, leftOut: LeftOut, chosenIgnore: string[]): string[] {
-	const roles = envelope.messages.filter((m) => m.role !== 'system').map((m) => m.role);
-	const system = envelope.messages.some((m) => m.role === 'system');
+	const system = envelope.messages.filter((m) => m.role === 'system');
+	const conversation = envelope.messages.filter((m) => m.role !== 'system');
+	const roles = conversation.map((m) => m.role);
 	const lines = [
 		`key version ${envelope.v}: SHA-256 of the normalized request`,
 		`model: ${envelope.model}`,
-		`system prompt: ${system ? 'included' : 'none in the request'}`,
-		`messages: ${roles.length} (${roles.join(', ')})`,
+		`system prompt: ${system.length > 0 ? `included ${partHash(system)}` : 'none in the request'}`,
+		`messages: ${roles.length} (${roles.join(', ')}) ${partHash(conversation)}`,
 	];
 	const own = new Set(RECEIPT_PARTS.map(([param]) => param));
 	for (const [name, value] of Object.entries(envelope.params).sort(([a], [b]) => (a < b ? -1 : 1))) {
-		if (!own.has(name)) lines.push(`${name}: ${short(canonicalJson(value))}`);
+		if (!own.has(name)) lines.push(`${name}: ${shownValue(value)}`);
 	}
 	const chosen = chosenIgnore.map((n) => n.trim()).filter(Boolean);
 	const chosenNames = new Set(chosen.map((n) => ALIAS_TO_CANONICAL.get(fold(n)) ?? snake(n)));
 	for (const [param, label, summary] of RECEIPT_PARTS) {
-		if (param in envelope.params) lines.push(`${label}: included (${summary(envelope.params[param])})`);
+		if (param in envelope.params) lines.push(`${label}: included (${summary(envelope.params[param])}) ${partHash(envelope.params[param])}`);
 		else lines.push(`${label}: ${chosenNames.has(param) ? 'ignored, your choice' : 'none in the request'}`);
 	}
 	if (chosen.length) lines.push(`ignored, your choice: ${chosen.join(', ')}`);

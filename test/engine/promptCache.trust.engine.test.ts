@@ -59,7 +59,7 @@ function featureSuite(backend: () => Backend) {
 	};
 	const stats = (namespace: string) => promptCacheStats(b.inspect(), namespace);
 
-	test('key receipt: every Hit and Miss carries what went into its key; a change of only tools, tool choice, response format or system prompt is a Miss', async () => {
+	test('key receipt: every Hit and Miss carries what went into its key; a change of only tools (a tool description too), tool choice, response format or system prompt is a Miss, and its receipt line shows it', async () => {
 		const ns = unique('receipt');
 		const parameters = {
 			temperature: 0,
@@ -73,12 +73,12 @@ function featureSuite(backend: () => Backend) {
 		expect(facts(misses(first)[0].json).keyReceipt).toEqual([
 			'key version 1: SHA-256 of the normalized request',
 			'model: gpt-4o-mini',
-			'system prompt: included',
-			'messages: 1 (user)',
+			expect.stringMatching(/^system prompt: included #[0-9a-f]{8}$/),
+			expect.stringMatching(/^messages: 1 \(user\) #[0-9a-f]{8}$/),
 			'temperature: 0',
-			'tools: included (1: lookup_order)',
-			'tool choice: included ("auto")',
-			'response format: included (json_object)',
+			expect.stringMatching(/^tools: included \(1: lookup_order\) #[0-9a-f]{8}$/),
+			expect.stringMatching(/^tool choice: included \("auto"\) #[0-9a-f]{8}$/),
+			expect.stringMatching(/^response format: included \(json_object\) #[0-9a-f]{8}$/),
 			'ignored, your choice: seed',
 			'left out, never changes the answer: user',
 			'normalized: text trimmed, line endings as \\n, a text-only content list as its text',
@@ -91,13 +91,20 @@ function featureSuite(backend: () => Backend) {
 
 		const changes: Array<[string, FlowOptions]> = [
 			['tools', { ...base, lookup: { ...base.lookup, modelParameters: { ...parameters, tools: '[{"type":"function","function":{"name":"cancel_order"}}]' } } }],
+			['tool description', { ...base, lookup: { ...base.lookup, modelParameters: { ...parameters, tools: '[{"type":"function","function":{"name":"lookup_order","description":"Finds an order","parameters":{"type":"object"}}}]' } } }],
 			['tool choice', { ...base, lookup: { ...base.lookup, modelParameters: { ...parameters, otherParameters: '{"tool_choice":"required","user":"u-1"}' } } }],
 			['response format', { ...base, lookup: { ...base.lookup, modelParameters: { ...parameters, responseFormat: 'text' } } }],
 			['system prompt', { ...base, prompts: [{ prompt: 'Where is order 7?', system: 'You are verbose.' }] }],
 		];
+		const receipt = facts(misses(first)[0].json).keyReceipt as string[];
 		for (const [what, changed] of changes) {
 			const r = await run(changed, ns);
 			expect([what, misses(r).length, hits(r).length]).toEqual([what, 1, 0]);
+			// The receipt shows which part changed, even where its summary reads the same (a tool's
+			// description, the wording of the system prompt): that part's line is new.
+			const newLines = (facts(misses(r)[0].json).keyReceipt as string[]).filter((line) => !receipt.includes(line));
+			const label = what === 'tool description' ? 'tools' : what;
+			expect([what, newLines.some((line) => line.startsWith(`${label}: `))]).toEqual([what, true]);
 		}
 		// Only a field that never changes the answer (user) or that the user chose to ignore (seed): a Hit.
 		const same = await run({ ...base, lookup: { ...base.lookup, modelParameters: { ...parameters, seed: 9, otherParameters: '{"tool_choice":"auto","user":"u-2"}' } } }, ns);

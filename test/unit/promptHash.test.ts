@@ -400,13 +400,13 @@ describe('key receipt: what went into the key, readable', () => {
 		expect(promptHash(chat).receipt).toEqual([
 			'key version 1: SHA-256 of the normalized request',
 			'model: gpt-4o-mini',
-			'system prompt: included',
-			'messages: 3 (user, assistant, user)',
+			'system prompt: included #99c24e59',
+			'messages: 3 (user, assistant, user) #905c7808',
 			'max_tokens: 50',
 			'temperature: 0',
-			'tools: included (2: get_weather, search)',
-			'tool choice: included ("auto")',
-			'response format: included (json_object)',
+			'tools: included (2: get_weather, search) #4ca454f3',
+			'tool choice: included ("auto") #634635a2',
+			'response format: included (json_object) #376bde79',
 			'ignored, your choice: seed',
 			'left out, never changes the answer: user, stream',
 			'left out, a default that changes nothing: n: 1',
@@ -425,7 +425,8 @@ describe('key receipt: what went into the key, readable', () => {
 		const receipt = promptHash({ ...chat, parameters: { ...chat.parameters, logit_bias: { x: 'y'.repeat(500) } } }).receipt;
 		const text = receipt.join('\n');
 		for (const secret of ['Weather in Oslo', 'You are terse', 'Checking', 'Thanks']) expect(text).not.toContain(secret);
-		expect(receipt.find((l) => l.startsWith('logit_bias: '))!.length).toBeLessThanOrEqual(92);
+		// Shortened to 80 characters, then its short hash (" #" and 8 hex digits).
+		expect(receipt.find((l) => l.startsWith('logit_bias: '))).toMatch(/^logit_bias: .{77}\.\.\. #[0-9a-f]{8}$/);
 	});
 
 	// Each part of the request that the receipt says is in the key must change the key: change
@@ -439,6 +440,28 @@ describe('key receipt: what went into the key, readable', () => {
 		['a parameter', (i) => ({ ...i, parameters: { ...i.parameters, temperature: 0.5 } })],
 	])('changing only the %s changes the key', (_part, change) => {
 		expect(h(change(chat))).not.toBe(h(chat));
+	});
+
+	// Issue 32: a changed system prompt and a changed tool description gave identical receipts
+	// although the key changed. Each part's line carries a short hash of that part, so exactly the
+	// line of the part that changed differs.
+	const tools = chat.parameters!.tools as Array<{ function: Record<string, unknown> }>;
+	const longValue = { ...chat, parameters: { ...chat.parameters, logit_bias: { x: 'y'.repeat(201) } } };
+	test.each<[string, PromptInput, RegExp, (input: PromptInput) => PromptInput]>([
+		['system prompt', chat, /^system prompt: /, (i) => ({ ...i, system: 'You are verbose.' })],
+		['tool description', chat, /^tools: /, (i) => ({ ...i, parameters: { ...i.parameters, tools: [{ ...tools[0], function: { ...tools[0].function, description: 'Now with a description' } }, tools[1]] } })],
+		['messages', chat, /^messages: /, (i) => ({ ...i, messages: [{ role: 'user', content: 'Weather in Bergen?' }, ...(i.messages as unknown[]).slice(1)] })],
+		['tool choice', chat, /^tool choice: /, (i) => ({ ...i, parameters: { ...i.parameters, tool_choice: { type: 'function', function: { name: 'search' } } } })],
+		['response format schema', chat, /^response format: /, (i) => ({ ...i, parameters: { ...i.parameters, response_format: { type: 'json_object', schema: { a: 1 } } } })],
+		['end of a long parameter value', longValue, /^logit_bias: /, (i) => ({ ...i, parameters: { ...i.parameters, logit_bias: { x: `${'y'.repeat(200)}z` } } })],
+	])('changing only the %s changes exactly its own receipt line, which shows a short hash of the part', (_part, input, line, change) => {
+		const before = promptHash(input).receipt;
+		const after = promptHash(change(input)).receipt;
+		expect(after).toHaveLength(before.length);
+		const differing = after.filter((l, k) => l !== before[k]);
+		expect(differing).toHaveLength(1);
+		expect(differing[0]).toMatch(line);
+		expect(differing[0]).toMatch(/#[0-9a-f]{8}\b/);
 	});
 
 	test('changing only an ignored or never-relevant field keeps the key, and the receipt says so', () => {
