@@ -3,7 +3,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodePropertie
 import { DURATION_UNITS, toMilliseconds, type DurationUnit } from '../ledger/duration';
 import { assertNamespace } from '../ledger/validate';
 import { parameterSource } from './keySource';
-import { testNamespace, testRunPolicy } from './testRuns';
+import { namedNamespaceCheck, testNamespace, testRunPolicy } from './testRuns';
 
 const unitName = (unit: string) => unit[0].toUpperCase() + unit.slice(1);
 const unitOptions = Object.keys(DURATION_UNITS).map((unit) => ({ name: unitName(unit), value: unit }));
@@ -133,16 +133,17 @@ function productionNamespaceReader(
 		return () => namespace;
 	}
 	const source = parameterSource(ctx, where === 'top' ? 'namespace' : 'options.namespace');
+	const named = namedNamespaceCheck(ctx);
 	if (source.kind === 'constant') {
 		// A valid namespace is checked once; a bad one fails every item, so "continue on fail"
 		// still applies.
 		const value = source.read(0, { json: {} });
 		const namespace = typeof value === 'string' ? value.trim() : value;
 		let checked: string | undefined;
-		return () => (checked ??= assertNamespace(namespace));
+		return () => (checked ??= named(assertNamespace(namespace)));
 	}
 	return (i, item) => {
 		const value = source.read(i, item);
-		return assertNamespace(typeof value === 'string' ? value.trim() : typeof value === 'number' ? String(value) : value);
+		return named(assertNamespace(typeof value === 'string' ? value.trim() : typeof value === 'number' ? String(value) : value));
 	};
 }

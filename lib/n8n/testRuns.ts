@@ -1,5 +1,6 @@
 import type { IExecuteFunctions, INodeProperties } from 'n8n-workflow';
 
+import { LedgerInputError } from '../ledger/errors';
 import { sha256 } from '../ledger/fingerprint';
 import { assertNamespace, MAX_NAMESPACE_LENGTH } from '../ledger/validate';
 
@@ -38,6 +39,25 @@ const isNodeType = (ctx: IExecuteFunctions, name: string) => {
 	const type = ctx.getNode().type;
 	return type === name || type.endsWith(`.${name}`);
 };
+
+/**
+ * The check of a namespace a person names (Shared Namespace, Scope "Shared Namespace"). One that
+ * starts with the test prefix is refused: a real run would write into the test namespace of
+ * another one, its keys would be taken by the editor's test runs, and its items would say they
+ * came from a test run. The Idempotency Ledger node may name one: that is how a person looks at
+ * test rows.
+ */
+export function namedNamespaceCheck(ctx: IExecuteFunctions): (namespace: string) => string {
+	if (isNodeType(ctx, 'idempotencyLedger')) return (namespace) => namespace;
+	return (namespace) => {
+		if (!isTestNamespace(namespace)) return namespace;
+		const rest = namespace.slice(TEST_NAMESPACE_PREFIX.length).replace(/^[:\s]+/, '');
+		throw new LedgerInputError(
+			`The namespace ${JSON.stringify(namespace)} starts with "${TEST_NAMESPACE_PREFIX}", which is reserved for runs started from the editor`,
+			`Choose a namespace that does not start with "${TEST_NAMESPACE_PREFIX}"${rest ? `, e.g. ${JSON.stringify(rest)}` : ''}. Runs started from the editor get a test namespace of their own by themselves (see the "Editor Test Runs" option); to look at the rows of test runs, use the Idempotency Ledger node.`,
+		);
+	};
+}
 
 /** Where the node keeps the choice: its Options collection (Prompt Cache's Store and Get Stats have their own). */
 function choicePath(ctx: IExecuteFunctions): string {

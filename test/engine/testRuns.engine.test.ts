@@ -143,6 +143,56 @@ describe('Dedupe Gate: an editor test run with a real event', () => {
 	});
 });
 
+describe('a namespace a person names may not start with the reserved test prefix', () => {
+	const message = (ns: string) =>
+		`The namespace ${JSON.stringify(ns)} starts with "${TEST_NAMESPACE_PREFIX}", which is reserved for runs started from the editor`;
+
+	test('Dedupe Gate: refused on the item, in a real run and in a test run; nothing is written', async () => {
+		const reserved = `editor-test:orders-${wf}`;
+		for (const mode of ['webhook', 'manual'] as const) {
+			const result = await run(gateFlow({ options: { namespace: reserved } }), mode);
+			const error = result.nodeError('Gate') as unknown as { message: string; description: string; context?: { itemIndex?: number } };
+			expect([mode, error?.message]).toEqual([mode, message(reserved)]);
+			expect(error.description).toContain('Choose a namespace that does not start with "editor-test:"');
+			expect(error.context?.itemIndex).toBe(0);
+		}
+		expect(await rows('namespace LIKE $1', [`%orders-${wf}`])).toEqual([]);
+	});
+
+	test('from an expression, with Continue On Fail: only the item that names it fails, its neighbours go through', async () => {
+		const items = JSON.stringify([{ id: 'a', ns: `shop-${wf}` }, { id: 'b', ns: `editor-test:shop-${wf}` }, { id: 'c', ns: `shop-${wf}` }]);
+		const nodes = [
+			node('Start', 'test.manualTrigger'),
+			node('Event', 'test.items', { items }),
+			node('Gate', GATE, { keySource: 'field', keyField: 'id', mode: 'seen', options: { namespace: '={{ $json.ns }}' } }, { onError: 'continueRegularOutput' }),
+		];
+		const result = await run(nodes, 'webhook');
+		expect(result.error).toBeUndefined();
+		const [fresh, duplicate] = result.outputs('Gate');
+		expect(fresh.map((i) => i.json.id)).toEqual(['a', 'c']);
+		expect(duplicate.map((i) => [i.json.id, i.json.error])).toEqual([['b', message(`editor-test:shop-${wf}`)]]);
+	});
+
+	test('Mark Step Done with an expression key: refused on the item', async () => {
+		const reserved = `editor-test:invoices-${wf}`;
+		const result = await run(
+			[node('Start', 'test.manualTrigger'), node('Event', 'test.items', { items: EVENT }), node('Mark Done', MARK, { keyFrom: 'expression', keyExpression: '={{ $json.id }}', step: 'invoice', status: 'completed', resultFrom: 'none', options: { namespace: reserved } })],
+			'webhook',
+		);
+		expect(result.nodeError('Mark Done')?.message).toBe(message(reserved));
+	});
+
+	test('the Idempotency Ledger node may still name a test namespace, to look at test rows', async () => {
+		await run(gateFlow({ mode: 'lease' }), 'manual');
+		const get = await run(
+			[node('Start', 'test.manualTrigger'), node('Get', LEDGER, { resource: 'key', operation: 'get', scope: 'shared', namespace: `editor-test:workflow:${wf}`, key: 'evt_1' })],
+			'webhook',
+		);
+		expect(get.error).toBeUndefined();
+		expect(get.items('Get')[0].json).toMatchObject({ namespace: `editor-test:workflow:${wf}`, key: 'evt_1', found: true, status: 'in_progress' });
+	});
+});
+
 describe('Mark Step Done in a test run', () => {
 	test('following the gate, it records in the gate\'s test namespace; with an expression key, in its own test namespace', async () => {
 		const mark = (parameters: INodeParameters) => node('Mark Done', MARK, { status: 'completed', resultFrom: 'none', ...parameters });
