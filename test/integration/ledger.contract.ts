@@ -229,6 +229,38 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect(writtenRecord(ok)?.status).toBe('completed');
 		});
 
+		// Issue 32: PostgreSQL's jsonb cannot hold NUL (nor a lone UTF-16 surrogate), and the whole
+		// write failed with the driver's "unsupported Unicode escape sequence". Every backend gives
+		// back exactly what was recorded, on every path that reads a result.
+		test('a result holding NUL characters and lone surrogates is given back exactly, on every read; its neighbours are written too', async () => {
+			const odd = {
+				text: 'before\u0000after',
+				'key\u0000with NUL': ['\u0000', { deep: 'x\u0000y' }],
+				lone: 'half a pair: \ud83d, and \udc4d',
+				literal: 'a backslash and u0000: \\u0000',
+			};
+			// Results that look like the form a backend may keep such a result in.
+			const lookalikes = [{ $idempotencyJson: '{"a":1}' }, { $idempotencyJson: 'x', other: 1 }, '\u0000', ['\u0000']];
+			const results: unknown[] = [odd, ...lookalikes, { plain: true }];
+			const keys = results.map((_, i) => `nul-${i}`);
+			const claimed = await ledger.claim(keys.map((k) => req(k)), lease('run-nul'));
+			const written = await ledger.record(
+				keys.map((k, i) => ({ ...id(k), status: 'completed' as const, result: results[i], fence: claimedRecord(claimed[i]).fence })),
+				{ ttlMs: DAY, holder: 'run-nul' },
+			);
+			expect(written.map((w) => writtenRecord(w)?.result)).toEqual(results);
+			// get, list, a duplicate claim (the row that blocked it) and an unfenced write read back.
+			for (const [i, key] of keys.entries()) expect([key, (await ledger.get(ns, key))[0].result]).toEqual([key, results[i]]);
+			const listed = await ledger.list({ namespace: ns, status: 'completed', limit: 100 });
+			expect(keys.map((k) => listed.records.find((r) => r.key === k)?.result)).toEqual(results);
+			const again = await ledger.claim(keys.map((k) => req(k)), lease('run-nul-2'));
+			expect(again.map((o) => (o.kind === 'duplicate' ? o.record.result : o.kind))).toEqual(results);
+			// A failed step taken again carries its result into the new claim.
+			await ledger.record([{ ...id('nul-failed'), status: 'failed_retryable', result: odd }], { ttlMs: DAY });
+			const [retaken] = await ledger.claim([req('nul-failed')], lease('run-nul-3'));
+			expect(claimedRecord(retaken).result).toEqual(odd);
+		});
+
 		test('get returns every live step of a key', async () => {
 			await ledger.claim([req('g'), req('g', { step: 'invoice' }), req('g', { step: 'email' })], seen);
 			const rows = await ledger.get(ns, 'g');

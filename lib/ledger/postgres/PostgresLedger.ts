@@ -22,6 +22,7 @@ import type {
 	ReleasedStep,
 	Status,
 } from '../types';
+import { resultFromStored, resultToJson } from '../resultJson';
 import { COUNTS_KEPT_DAYS, STATUSES } from '../types';
 import { assertCountDays, assertIdentifier, assertNamespace, countsByNamespace } from '../validate';
 import { isRetryableConflict, timeoutsOf, toUnavailable, type Timeouts } from './errors';
@@ -127,7 +128,7 @@ function unpackGroup(v: unknown[]): BlockedGroup {
 			leaseExpiresAt: ms(v[4]),
 			version: v[5] as string | null,
 			externalId: v[6] as string | null,
-			result: v[7],
+			result: resultFromStored(v[7]),
 			attempts: v[8] as number,
 			previousStatus: v[9] as Status | null,
 			firstSeenAt: ms(v[10]) as Date,
@@ -181,7 +182,7 @@ function toRecord(row: QueryResultRow, p = ''): LedgerRecord {
 		fingerprint: row[`${p}fingerprint`],
 		version: row[`${p}version`],
 		externalId: row[`${p}external_id`],
-		result: row[`${p}result`],
+		result: resultFromStored(row[`${p}result`]),
 		attempts: row[`${p}attempts`],
 		previousStatus: row[`${p}previous_status`],
 		firstSeenAt: ms(row[`${p}first_seen_at`]) as Date,
@@ -248,7 +249,7 @@ function renewedClaimFacts(row: unknown[], fence: number, holder: string | null,
 		previousStatus,
 		previousPhase: previousPhase ?? null,
 		externalId,
-		result,
+		result: resultFromStored(result),
 		firstSeenAt: new Date(firstSeenAt),
 		updatedAt: new Date(updatedAt),
 		expiresAt: new Date(expiresAt),
@@ -700,7 +701,7 @@ RETURNING ${recordColumns('l')}`;
 			chunk.map((r) => r.status),
 			chunk.map((r) => r.fingerprint ?? null),
 			chunk.map((r) => (r.externalId === undefined || r.externalId === null ? null : String(r.externalId))),
-			chunk.map((r) => (r.result === undefined ? null : JSON.stringify(r.result))),
+			chunk.map((r) => resultToJson(r.result)),
 		];
 		// One statement per kind and chunk, one after another: each locks its rows in byte order.
 		for (const [indexes, fence] of [[fenced, true], [unfenced, false]] as const) {
