@@ -22,6 +22,7 @@ import {
 	factsOfItem,
 	holderOf,
 	isObject,
+	isStoredEntry,
 	skippedStore,
 	type StoredEntry,
 } from './common';
@@ -43,6 +44,8 @@ interface Target {
 	bypassed: boolean;
 	/** Shadow mode found a cached answer: its digest, to compare the fresh answer with (nothing is stored). */
 	shadowAnswer: string | null;
+	/** The Lookup ran in shadow mode: a fresh answer that another run stored first is compared with it. */
+	shadow: boolean;
 	keyReceipt: string[] | null;
 	model: string | null;
 	prompt: IDataObject | null;
@@ -120,6 +123,7 @@ function targetFromFacts(facts: IDataObject): Target {
 		fromHit: facts.outcome === 'hit',
 		bypassed: facts.bypassed === true,
 		shadowAnswer: isObject(facts.shadow) && typeof facts.shadow.cachedAnswer === 'string' ? facts.shadow.cachedAnswer : null,
+		shadow: isObject(facts.shadow),
 		keyReceipt: Array.isArray(facts.keyReceipt) ? (facts.keyReceipt as string[]) : null,
 		model: typeof facts.model === 'string' ? facts.model : null,
 		prompt: isObject(facts.prompt) ? (facts.prompt as IDataObject) : null,
@@ -147,7 +151,7 @@ function readConfig(ctx: IExecuteFunctions): StoreConfig {
 					'Map Prompt Hash to the 64-character hash the Lookup put on its Miss items, {{ $json.idempotency.promptHash }}, carried along to this node.',
 				);
 			}
-			return { namespace: namespace(i, item), hash: text, holder: null, fence: null, fromHit: false, bypassed: false, shadowAnswer: null, keyReceipt: null, model: null, prompt: null };
+			return { namespace: namespace(i, item), hash: text, holder: null, fence: null, fromHit: false, bypassed: false, shadowAnswer: null, shadow: false, keyReceipt: null, model: null, prompt: null };
 		};
 	} else {
 		const named = String(ctx.getNodeParameter('lookupNode', 0, '') ?? '').trim();
@@ -218,6 +222,25 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 	const failed: Array<{ index: number; target: Target }> = [];
 	// Shadow mode's comparisons, per namespace, added to the cache stats in one write.
 	const compared = new Map<string, { shadowCompared: number; shadowDiffered: number }>();
+	const countComparison = (namespace: string, same: boolean) => {
+		const c = compared.get(namespace) ?? { shadowCompared: 0, shadowDiffered: 0 };
+		c.shadowCompared++;
+		if (!same) c.shadowDiffered++;
+		compared.set(namespace, c);
+	};
+	const recordComparisons = async () => {
+		if (compared.size === 0) return;
+		try {
+			const ledger = await openLedger(this);
+			await ledger.addCounts([...compared].map(([namespace, counts]) => ({ namespace, counts })));
+		} catch {
+			this.addExecutionHints({
+				message: 'Shadow mode\'s comparisons of this run could not be added to the cache stats (the ledger did not answer). The answers themselves are fine.',
+				type: 'warning',
+				location: 'outputPane',
+			});
+		}
+	};
 	for (let i = 0; i < items.length; i++) {
 		try {
 			const item = items[i];
@@ -235,10 +258,7 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 			if (target.shadowAnswer !== null && item.error === undefined && !looksLikeError(response) && response !== undefined && response !== null) {
 				// Shadow mode: the cached answer stays; count whether the fresh one says the same.
 				const same = answerDigest(response) === target.shadowAnswer;
-				const c = compared.get(target.namespace) ?? { shadowCompared: 0, shadowDiffered: 0 };
-				c.shadowCompared++;
-				if (!same) c.shadowDiffered++;
-				compared.set(target.namespace, c);
+				countComparison(target.namespace, same);
 				results[i] = passOn(i, cacheFacts('not_stored', target.namespace, target.hash, null, {
 					reason: same
 						? 'Shadow mode: the fresh answer says the same as the cached one, which is kept'
@@ -291,19 +311,8 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 	const skipped = skippedStore(this, items, results, [...pending, ...failed]);
 	if (skipped) return skipped;
 	const written = new Map<number, LedgerRecord | null>();
-	const refused = new Map<number, 'stored' | 'reserved'>();
-	if (compared.size > 0) {
-		try {
-			const ledger = await openLedger(this);
-			await ledger.addCounts([...compared].map(([namespace, counts]) => ({ namespace, counts })));
-		} catch {
-			this.addExecutionHints({
-				message: 'Shadow mode\'s comparisons of this run could not be added to the cache stats (the ledger did not answer). The answers themselves are fine.',
-				type: 'warning',
-				location: 'outputPane',
-			});
-		}
-	}
+	// Answers another run stored first (with the row as the claim found it), or is fetching.
+	const refused = new Map<number, { why: 'stored'; record: LedgerRecord } | { why: 'reserved' }>();
 	if (pending.length > 0 || failed.length > 0) {
 		try {
 			const ledger = await openLedger(this);
@@ -327,7 +336,7 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 				outcomes.forEach((outcome, k) => {
 					const first = outcome.kind === 'batch_duplicate' ? outcomes[outcome.firstIndex] : outcome;
 					const mine = first.kind === 'claimed' || (first.kind === 'in_progress' && first.record.leaseHolder === ownHolder);
-					if (!mine) refused.set(unreserved[k].index, first.kind === 'duplicate' ? 'stored' : 'reserved');
+					if (!mine) refused.set(unreserved[k].index, first.kind === 'duplicate' ? { why: 'stored', record: first.record } : { why: 'reserved' });
 					else fences.set(unreserved[k].index, first.record.fence);
 				});
 			}
@@ -355,6 +364,7 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 			}
 			for (const [holder, requests] of releaseGroups) await ledger.record(requests, { ttlMs: 60_000, holder });
 		} catch (error) {
+			await recordComparisons();
 			if (!continueOnFail) throw toNodeError(node, error);
 			for (const p of pending) failItem(p.index, error);
 			for (const f of failed) failItem(f.index, error);
@@ -369,6 +379,22 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 	}
 	for (const p of pending) {
 		const record = written.get(p.index) ?? null;
+		const refusal = refused.get(p.index);
+		if (!record && p.target.shadow && refusal?.why === 'stored' && isStoredEntry(refusal.record.result)) {
+			// Shadow mode, and another run stored its answer while this one asked the model (both
+			// missed at their Lookup): compare with the stored answer, as a repeat that found it does.
+			const same = answerDigest(p.entry.response) === answerDigest(refusal.record.result.response);
+			countComparison(p.target.namespace, same);
+			results[p.index] = passOn(p.index, cacheFacts('not_stored', p.target.namespace, p.target.hash, null, {
+				reason: same
+					? 'Shadow mode: another run stored its answer for this prompt first, and it is kept; the fresh answer says the same'
+					: 'Shadow mode: another run stored its answer for this prompt first, and it is kept; the fresh answer differs from it',
+				shadow: { sameAsCached: same },
+				text: responseText(p.entry.response),
+				...(p.target.keyReceipt ? { keyReceipt: p.target.keyReceipt } : {}),
+			}));
+			continue;
+		}
 		const extra: IDataObject = {
 			...(p.target.keyReceipt ? { keyReceipt: p.target.keyReceipt } : {}),
 			model: p.entry.model,
@@ -380,11 +406,12 @@ export async function executeStore(this: IExecuteFunctions): Promise<INodeExecut
 			? passOn(p.index, cacheFacts('stored', p.target.namespace, p.target.hash, record, { storedAt: p.entry.storedAt, ...extra }))
 			: passOn(p.index, cacheFacts('not_stored', p.target.namespace, p.target.hash, null, {
 					reason:
-						refused.get(p.index) === 'stored'
+						refusal?.why === 'stored'
 							? 'Another run stored an answer for this prompt first; that answer is kept'
 							: 'Another run has reserved this prompt and is asking the model; its answer will be stored instead',
 					...extra,
 				}));
 	}
+	await recordComparisons();
 	return [results.filter((r): r is INodeExecutionData => r !== undefined)];
 }
