@@ -21,6 +21,16 @@ export interface FencedRow extends RowId {
 	fence: number;
 }
 
+/**
+ * A claim as the writes made for it name it: the step it took (of the same namespace and key as
+ * the row written) and its fencing token. A Dedupe Gate's claim of the unit of work is
+ * `{ step: '', fence }`.
+ */
+export interface ClaimRef {
+	step: string;
+	fence: number;
+}
+
 export interface LedgerRecord extends RowId {
 	status: Status;
 	/** The run that holds the lease (null once the row is settled). */
@@ -120,6 +130,16 @@ export interface RecordRequest extends RowId {
 	 * is live and still carries this token; otherwise nothing changes and the answer is `lost_lease`.
 	 */
 	fence?: number | null;
+	/**
+	 * The claim this write is made for when that claim took another row of the same key: a Dedupe
+	 * Gate's claim of the unit of work, for a write to one of the unit's steps. The write happens
+	 * only while the claimed row is live and still carries the claim's fencing token (settled by
+	 * that same claim is fine); once another claim took it over, or it was released or expired,
+	 * nothing changes and the answer is `lost_lease`. Checked in the same statement (script) as the
+	 * write, on the claimed row as it is then. `fence` and `RecordOptions.holder` still apply to the
+	 * row written.
+	 */
+	claim?: ClaimRef | null;
 }
 
 export interface RecordOptions {

@@ -631,6 +631,36 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect((await ledger.claim([req('lw')], lease('run-c')))[0].kind).toBe('duplicate');
 		});
 
+		test('issue 32: a late step write for a unit claim another run took over changes nothing; other rows of the batch are written', async () => {
+			// Run A's gate claims the unit under a short lease, and the lease lapses.
+			const a = claimedRecord((await ledger.claim([req('ul')], lease('run-a', 300)))[0]);
+			await sleep(500);
+			// Run B takes the unit over and records the CRM step for its claim.
+			const b = claimedRecord((await ledger.claim([req('ul')], lease('run-b')))[0]);
+			const [done] = await ledger.record(
+				[{ ...id('ul', 'crm'), status: 'completed', externalId: 'crm-42', claim: { step: '', fence: b.fence! } }],
+				{ ttlMs: DAY, holder: 'run-b' },
+			);
+			expect(writtenRecord(done)).toMatchObject({ status: 'completed', externalId: 'crm-42' });
+			// Run A wakes up and records that step (and one nobody wrote yet) for its own unit claim:
+			// with its holder, without a fence of the step row.
+			const late = await ledger.record(
+				[
+					{ ...id('ul', 'crm'), status: 'failed_retryable', result: { error: 'timeout' }, claim: { step: '', fence: a.fence! } },
+					{ ...id('ul', 'email'), status: 'completed', claim: { step: '', fence: a.fence! } },
+					{ ...id('ul-other'), status: 'completed' },
+				],
+				{ ttlMs: DAY, holder: 'run-a' },
+			);
+			expect(late.map((o) => o.kind)).toEqual(['lost_lease', 'lost_lease', 'written']);
+			expect((await ledger.get(ns, 'ul')).map((r) => [r.step, r.status, r.externalId])).toEqual([
+				['', 'in_progress', null],
+				['crm', 'completed', 'crm-42'],
+			]);
+			// The next delivery finds the step done: nothing is sent again.
+			expect((await ledger.claim([req('ul', { step: 'crm' })], lease('run-c')))[0].kind).toBe('duplicate');
+		});
+
 		test('a write for a claim whose row was released or expired never recreates it', async () => {
 			const a = claimedRecord((await ledger.claim([req('gone')], lease('run-a', 60_000)))[0]);
 			await release('gone', null, { evenIfHeld: true });

@@ -1,0 +1,100 @@
+/**
+ * Mark Step Done through n8n-core's real engine, on who owns a unit of work: a run whose Dedupe
+ * Gate claim ran out and was taken over by another run records nothing, not even a step the gate
+ * never claimed itself (issue 32). Real PostgreSQL.
+ */
+import type { ICredentialDataDecryptedObject, IExecuteFunctions, INodeExecutionData, INodeParameters, INodeType } from 'n8n-workflow';
+
+import { closeAllPostgresLedgers } from '../../lib/ledger';
+import { freshPostgresLedger, settingsFromUrl } from '../support/db';
+import { chain, node, runWorkflow } from '../support/engine';
+import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
+
+/** `test.hold`: passes its items on once the test lets it (a slow API call between the gate and Mark Step Done). */
+let holding: { entered: () => void; released: Promise<void> } | null = null;
+const hold: INodeType = {
+	description: {
+		displayName: 'Hold',
+		name: 'hold',
+		group: ['transform'],
+		version: 1,
+		description: 'Waits until the test lets it go on',
+		defaults: { name: 'Hold' },
+		inputs: ['main'],
+		outputs: ['main'],
+		properties: [],
+	},
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		const h = holding;
+		holding = null;
+		if (h) {
+			h.entered();
+			await h.released;
+		}
+		return [this.getInputData()];
+	},
+};
+
+const nodeTypes = { ...ours, 'test.hold': hold };
+const ORDER = JSON.stringify([{ orderId: 'o-1' }]);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('engine: Mark Step Done and a unit claim another run took over', () => {
+	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
+	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	let wf: string;
+	let n = 0;
+
+	beforeAll(async () => {
+		fx = await freshPostgresLedger();
+		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table) };
+	});
+	afterAll(async () => {
+		await closeAllPostgresLedgers();
+		await fx?.dispose();
+	});
+	beforeEach(() => {
+		wf = `wf-msd-own-${++n}-${Date.now()}`;
+	});
+
+	const gate = (leaseSeconds: number) =>
+		node('Gate', 'n8n-nodes-idempotency.dedupeGate', { keySource: 'field', keyField: 'orderId', mode: 'lease', options: { lease: leaseSeconds, leaseUnit: 'seconds' } });
+	const mark = (parameters: INodeParameters) =>
+		node('Mark CRM', 'n8n-nodes-idempotency.markStepDone', { step: 'crm', resultFrom: 'none', ...parameters }, { onError: 'continueRegularOutput' });
+	const run = (leaseSeconds: number, parameters: INodeParameters, executionId: string, withHold = false) =>
+		runWorkflow(
+			withHold
+				? { id: wf, nodes: [node('Orders', 'test.items', { items: ORDER }), gate(leaseSeconds), node('Call CRM', 'test.hold'), mark(parameters)], connections: chain('Orders', 'Gate', 'Call CRM', 'Mark CRM') }
+				: { id: wf, nodes: [node('Orders', 'test.items', { items: ORDER }), gate(leaseSeconds), mark(parameters)], connections: chain('Orders', 'Gate', 'Mark CRM') },
+			{ credentials, nodeTypes, executionId },
+		);
+
+	test('run A\'s late "failed, retry later" for the step is refused in words a person can act on; run B\'s recorded step stands', async () => {
+		let release = () => undefined as void;
+		const entered = new Promise<void>((resolve) => {
+			holding = { entered: resolve, released: new Promise<void>((r) => (release = r)) };
+		});
+		// Run A: its gate claims the order for 1 s, then its CRM call hangs past that.
+		const runA = run(1, { status: 'failed_retryable' }, `${wf}-a`, true);
+		await entered;
+		await sleep(1_500);
+		// Run B: the next delivery takes the order over and records the CRM step with its ID.
+		const b = await run(600, { status: 'completed', externalId: 'crm-42' }, `${wf}-b`);
+		expect(b.error).toBeUndefined();
+		expect(b.outputs('Gate')[0]).toHaveLength(1);
+		expect(b.items('Mark CRM').map((i) => i.json.error)).toEqual([undefined]);
+		// Run A's CRM call returns (it failed), and A records the step as "failed, retry later".
+		release();
+		const a = await runA;
+		expect(a.error).toBeUndefined();
+		const rows = await fx.ledger.get(`workflow:${wf}`, 'o-1');
+		expect(rows.map((r) => [r.step, r.status, r.leaseHolder, r.externalId])).toEqual([
+			['', 'in_progress', `execution:${wf}-b`, null],
+			['crm', 'completed', null, 'crm-42'],
+		]);
+		const [item] = a.items('Mark CRM');
+		const error = item.json.error as { message: string; description: string };
+		expect(error.message).toBe('Another run has the key "o-1" now (it holds it, or took it over after this run\'s claim ran out), so the step "crm" was not recorded');
+		expect(error.description).toMatch(/^Nothing was overwritten\./);
+	});
+});
