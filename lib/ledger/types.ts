@@ -148,8 +148,10 @@ export interface RecordOptions {
 	/**
 	 * For requests without a fence: when set, a row that another holder has `in_progress` (its lease
 	 * live or lapsed) is not written (`lost_lease`); absent, expired and settled rows are. Unset:
-	 * the write always happens (an operator's deliberate override). Writes that belong to a claim
-	 * carry its fence instead, which also refuses a late write over a row another claim settled.
+	 * the write happens whoever holds the row. Writes that belong to a claim carry its authority
+	 * instead: its `fence` for the row it took, `claim` for the other steps of its key. That also
+	 * refuses a late write over a row another claim settled, holder or not; only an operator's
+	 * release (which leaves an audit row) overrides a claim.
 	 */
 	holder?: string;
 	/**

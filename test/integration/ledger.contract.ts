@@ -27,6 +27,19 @@ export interface LedgerFixture {
 	putPastCounts(namespace: string, daysAgo: number, counts: Record<string, number>): Promise<void>;
 	/** Round trips of an addCounts over `namespaces` namespaces, when not 1 (Redis Cluster: one per namespace). */
 	addCountsTrips?: (namespaces: number) => number;
+	/** A namespace's audit entries, oldest first, read straight from storage (PostgreSQL's audit table, Redis' audit stream). */
+	audit(namespace: string): Promise<AuditEntry[]>;
+}
+
+/** One audit entry as both backends keep it: what was done, by whom, and what the row was before. */
+export interface AuditEntry {
+	key: string;
+	step: string;
+	action: string;
+	actor: string | null;
+	status: string;
+	leaseHolder: string | null;
+	fence: number | null;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -659,6 +672,81 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			]);
 			// The next delivery finds the step done: nothing is sent again.
 			expect((await ledger.claim([req('ul', { step: 'crm' })], lease('run-c')))[0].kind).toBe('duplicate');
+		});
+
+		test('a write made for a claim lands while the claimed row carries its fence, settled or not; never once another claim, a release or the expiry ended it', async () => {
+			// A gate that claims a named step ('order'), not the unit: writes to other steps name that step.
+			const a = claimedRecord((await ledger.claim([req('cl', { step: 'order' })], lease('run-a', 300)))[0]);
+			const asA = { step: 'order', fence: a.fence! };
+			const [early] = await ledger.record([{ ...id('cl', 'crm'), status: 'completed', externalId: 'crm-1', claim: asA }], { ttlMs: DAY, holder: 'run-a' });
+			expect(writtenRecord(early)).toMatchObject({ status: 'completed', externalId: 'crm-1' });
+			await sleep(500);
+			const b = claimedRecord((await ledger.claim([req('cl', { step: 'order' })], lease('run-b')))[0]);
+			const asB = { step: 'order', fence: b.fence! };
+			// B settles the row it claimed, then records a step: its claim still holds (the row keeps its fence).
+			await ledger.record([{ ...id('cl', 'order'), status: 'completed', fence: b.fence }], { ttlMs: DAY, holder: 'run-b' });
+			const [later] = await ledger.record([{ ...id('cl', 'crm'), status: 'completed', externalId: 'crm-2', claim: asB }], { ttlMs: DAY, holder: 'run-b' });
+			expect(writtenRecord(later)).toMatchObject({ status: 'completed', externalId: 'crm-2' });
+			// A's claim is over, whether B's row is held or settled: nothing written for it lands, with a holder or without.
+			for (const holder of ['run-a', undefined]) {
+				expect(await ledger.record([{ ...id('cl', 'crm'), status: 'failed_retryable', claim: asA }], { ttlMs: DAY, holder })).toEqual([{ kind: 'lost_lease' }]);
+			}
+			// A claim whose fence is not a number holds nothing; the batch is still answered row by row.
+			const odd = await ledger.record(
+				[
+					{ ...id('cl', 'crm'), status: 'failed_retryable', claim: { step: 'order', fence: Number.NaN } },
+					{ ...id('cl', 'note'), status: 'completed', claim: asB },
+				],
+				{ ttlMs: DAY },
+			);
+			expect(odd.map((o) => o.kind)).toEqual(['lost_lease', 'written']);
+			expect((await ledger.get(ns, 'cl')).find((r) => r.step === 'crm')).toMatchObject({ status: 'completed', externalId: 'crm-2' });
+
+			// Released by an operator: the claim is gone, and what is written for it creates nothing.
+			const c = claimedRecord((await ledger.claim([req('cr')], lease('run-c')))[0]);
+			await release('cr', null, { evenIfHeld: true });
+			expect(await ledger.record([{ ...id('cr', 'crm'), status: 'completed', claim: { step: '', fence: c.fence! } }], { ttlMs: DAY, holder: 'run-c' })).toEqual([
+				{ kind: 'lost_lease' },
+			]);
+			expect(await ledger.get(ns, 'cr')).toEqual([]);
+			// Expired: the same.
+			const d = claimedRecord((await ledger.claim([req('ce')], { ...seen, ttlMs: 300 }))[0]);
+			await sleep(500);
+			expect(await ledger.record([{ ...id('ce', 'crm'), status: 'completed', claim: { step: '', fence: d.fence! } }], { ttlMs: DAY })).toEqual([{ kind: 'lost_lease' }]);
+			expect(await ledger.get(ns, 'ce')).toEqual([]);
+		});
+
+		test('a write with a fence of its own and a claim needs both to hold', async () => {
+			const [unit, mail] = (await ledger.claim([req('fc'), req('fc', { step: 'mail' })], lease('run'))).map(claimedRecord);
+			const [stale] = await ledger.record([{ ...id('fc', 'mail'), status: 'completed', fence: mail.fence, claim: { step: '', fence: unit.fence! - 1 } }], { ttlMs: DAY, holder: 'run' });
+			expect(stale).toEqual({ kind: 'lost_lease' });
+			expect((await ledger.get(ns, 'fc')).map((r) => [r.step, r.status])).toEqual([['', 'in_progress'], ['mail', 'in_progress']]);
+			const [ok] = await ledger.record([{ ...id('fc', 'mail'), status: 'completed', fence: mail.fence, claim: { step: '', fence: unit.fence! } }], { ttlMs: DAY, holder: 'run' });
+			expect(writtenRecord(ok)).toMatchObject({ step: 'mail', status: 'completed', fence: mail.fence });
+		});
+
+		test('only the operator overwrites what claims wrote: release and "it was sent" act whichever claim holds the key, and each leaves an audit row', async () => {
+			const a = claimedRecord((await ledger.claim([req('op')], lease('run-a', 300)))[0]);
+			await sleep(500);
+			const b = claimedRecord((await ledger.claim([req('op')], lease('run-b')))[0]);
+			await ledger.record([{ ...id('op', 'crm'), status: 'completed', externalId: 'crm-42', claim: { step: '', fence: b.fence! } }], { ttlMs: DAY, holder: 'run-b' });
+			expect(await ledger.record([{ ...id('op', 'crm'), status: 'failed_retryable', claim: { step: '', fence: a.fence! } }], { ttlMs: DAY, holder: 'run-a' })).toEqual([
+				{ kind: 'lost_lease' },
+			]);
+			// The operator's word on the step B settled, then the release of the unit B still holds.
+			expect(await release('op', 'crm', { resolution: 'sent' })).toEqual([{ step: 'crm', status: 'completed', phase: null, action: 'recorded_sent' }]);
+			expect(await release('op', '', { evenIfHeld: true })).toEqual([{ step: '', status: 'in_progress', phase: null, action: 'released' }]);
+			const rows = await ledger.get(ns, 'op');
+			expect(rows.map((r) => [r.step, r.status, r.externalId])).toEqual([['crm', 'completed', 'crm-42']]);
+			expect(rows[0].result).toMatchObject({ resolution: 'sent', resolvedBy: 'alice' });
+			expect(await fx.audit(ns)).toEqual([
+				{ key: 'op', step: 'crm', action: 'resolve_sent', actor: 'alice', status: 'completed', leaseHolder: null, fence: null },
+				{ key: 'op', step: '', action: 'release', actor: 'alice', status: 'in_progress', leaseHolder: 'run-b', fence: b.fence },
+			]);
+			// B's claim ended with the release: what it writes for it changes nothing now.
+			expect(await ledger.record([{ ...id('op', 'crm'), status: 'failed_retryable', claim: { step: '', fence: b.fence! } }], { ttlMs: DAY, holder: 'run-b' })).toEqual([
+				{ kind: 'lost_lease' },
+			]);
 		});
 
 		test('a write for a claim whose row was released or expired never recreates it', async () => {

@@ -48,6 +48,42 @@ describe('PostgreSQL ledger: background purge', () => {
 	});
 });
 
+describe('PostgreSQL ledger: a takeover committed while a write for the old claim waits', () => {
+	test('the write reads the claim as the takeover left it, changes nothing, and the step keeps what the new claim recorded', async () => {
+		const pool = newPool(3);
+		const table = uniqueTable('takeover');
+		const ledger = new PostgresLedger({ pool, table });
+		const other = await pool.connect();
+		try {
+			const [a] = await ledger.claim([{ namespace: 'to', key: 'k', step: '', fingerprint: null }], { mode: 'lease', holder: 'run-a', leaseMs: 60_000, ttlMs: 86_400_000 });
+			const fenceA = a.kind === 'claimed' ? a.record.fence! : -1;
+			// Run B takes the unit over and records the step, in a transaction that has not committed
+			// yet: the write's snapshot shows the unit still under A's claim, and no step row.
+			await other.query('BEGIN');
+			await other.query(`UPDATE "${table}" SET fence = fence + 1000, lease_holder = 'run-b' WHERE namespace = 'to' AND key = 'k' AND step = ''`);
+			await other.query(`INSERT INTO "${table}" (namespace, key, step, status, external_id, expires_at) VALUES ('to', 'k', 'crm', 'completed', 'crm-42', now() + interval '1 day')`);
+			const writing = ledger.record(
+				[{ namespace: 'to', key: 'k', step: 'crm', status: 'failed_retryable', claim: { step: '', fence: fenceA } }],
+				{ ttlMs: 86_400_000, holder: 'run-a' },
+			);
+			const waiting = async () =>
+				(await pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%locked AS MATERIALIZED%' AND datname = current_database()`)).rows[0].n;
+			for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+			expect(await waiting()).toBe(1);
+			await other.query('COMMIT');
+			expect(await writing).toEqual([{ kind: 'lost_lease' }]);
+			expect((await ledger.get('to', 'k')).map((r) => [r.step, r.status, r.externalId])).toEqual([
+				['', 'in_progress', null],
+				['crm', 'completed', 'crm-42'],
+			]);
+		} finally {
+			other.release();
+			await dropLedgerTables(pool, table);
+			await pool.end();
+		}
+	});
+});
+
 describe('PostgreSQL ledger: rows committed while a claim waits', () => {
 	test('are answered from a fresh read, and the other rows of the batch are still claimed', async () => {
 		const pool = newPool(3);

@@ -64,6 +64,19 @@ export async function freshPostgresLedger(table = uniqueTable()) {
 				[namespace, daysAgo, JSON.stringify(counts)],
 			);
 		},
+		/** A namespace's audit rows, oldest first, in the contract's shape. */
+		async audit(namespace: string) {
+			const { rows } = await pool.query(`SELECT key, step, action, actor, detail FROM "public"."${table}_audit" WHERE namespace = $1 ORDER BY id`, [namespace]);
+			return rows.map((r) => ({
+				key: r.key as string,
+				step: r.step as string,
+				action: r.action as string,
+				actor: r.actor as string | null,
+				status: r.detail.status as string,
+				leaseHolder: (r.detail.leaseHolder ?? null) as string | null,
+				fence: r.detail.fence === null || r.detail.fence === undefined ? null : Number(r.detail.fence),
+			}));
+		},
 		async dispose() {
 			await dropLedgerTables(pool, table);
 			await pool.end();

@@ -90,9 +90,26 @@ async function serverDay(client: Redis | Cluster): Promise<{ day: string; number
 	return { day: new Date(number * 86_400_000).toISOString().slice(0, 10), number };
 }
 
-/** The contract fixture's helpers for daily counters, on any client of a ledger's prefix. */
+/** The contract fixture's helpers for daily counters and the audit stream, on any client of a ledger's prefix. */
 function countHelpers(client: Redis | Cluster, prefix: string) {
 	return {
+		/** A namespace's audit entries, oldest first, in the contract's shape. */
+		async audit(namespace: string) {
+			const entries = await client.xrange(namespaceKeys(prefix, namespace).audit, '-', '+');
+			return entries.map(([, flat]) => {
+				const f: Record<string, string> = {};
+				for (let i = 0; i < flat.length; i += 2) f[flat[i]] = flat[i + 1];
+				return {
+					key: f.key,
+					step: f.step,
+					action: f.action,
+					actor: f.actor ?? null,
+					status: f.status,
+					leaseHolder: f.leaseHolder ?? null,
+					fence: f.fence === undefined ? null : Number(f.fence),
+				};
+			});
+		},
 		/** Today, the UTC day by the server's clock. */
 		ledgerToday: async () => (await serverDay(client)).day,
 		/** A namespace's counters of a past day (by the server's clock), written straight into its hash. */

@@ -639,25 +639,49 @@ SELECT
 	}
 
 	/**
-	 * Writes that belong to a claim: only a live row that still carries the claim's fence changes.
-	 * A fenced write never creates a row (an absent row was released or expired: the claim is gone).
-	 * Rows are locked in byte order first, then re-checked on their latest version.
+	 * SQL: the live rows of the claims named by `i` (claim_step, claim_fence), and the rows `rows`
+	 * selects, locked together in the global row order; each with its fence and whether it is live,
+	 * as the latest row version says (a locking read waits for, and then reads, a concurrent
+	 * change). A claim whose row was taken over, released or expired while this statement started
+	 * is seen as it is now; holding the lock, no claim can take that row over until this
+	 * statement's writes are done.
+	 */
+	private lockedSql(rows: string): string {
+		return `locked AS MATERIALIZED (
+	SELECT l.namespace, l.key, l.step, l.fence, l.status, l.expires_at > now() AS live FROM ${this.t.ledger} l
+	WHERE (l.namespace, l.key, l.step) IN (${rows} UNION ALL SELECT ns, k, claim_step FROM i WHERE claim_step IS NOT NULL)
+	ORDER BY l.namespace, l.key, l.step
+	FOR UPDATE OF l
+)`;
+	}
+
+	/** SQL: the request `r` names no claim, or its claim's row (see lockedSql) is live and still carries its fence. */
+	private static claimHolds(r: string): string {
+		return `(${r}.claim_step IS NULL OR EXISTS (
+		SELECT 1 FROM locked c WHERE c.namespace = ${r}.ns AND c.key = ${r}.k AND c.step = ${r}.claim_step AND c.fence = ${r}.claim_fence AND c.live))`;
+	}
+
+	/**
+	 * Writes that belong to a claim: only a live row that still carries the claim's fence changes,
+	 * and, for a request that names the claim it is made for (a unit's claim), only while that
+	 * claim's row carries its fence too. A fenced write never creates a row (an absent row was
+	 * released or expired: the claim is gone). Rows are locked in byte order first, then re-checked
+	 * on their latest version.
 	 * $1..$7 arrays (namespace, key, step, status, fingerprint, external id, result), $8 fences, $9 ttl ms,
-	 * $10 only rows still in progress.
+	 * $10 only rows still in progress, $11 / $12 the steps and fences of the claims named (null: none).
 	 */
 	private recordFencedSql(): string {
 		const t = this.t;
 		return `
 WITH i AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::bigint[])
-		AS i(ns, k, st, status, fingerprint, external_id, result, fence)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::bigint[], $11::text[], $12::bigint[])
+		AS i(ns, k, st, status, fingerprint, external_id, result, fence, claim_step, claim_fence)
 ),
+${this.lockedSql('SELECT ns, k, st FROM i')},
 target AS (
-	SELECT l.namespace, l.key, l.step FROM ${t.ledger} l
-	JOIN i ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st
-	WHERE l.fence = i.fence AND l.expires_at > now() AND (NOT $10::boolean OR l.status = 'in_progress')
-	ORDER BY l.namespace, l.key, l.step
-	FOR UPDATE OF l
+	SELECT x.namespace, x.key, x.step FROM locked x
+	JOIN i ON x.namespace = i.ns AND x.key = i.k AND x.step = i.st
+	WHERE x.fence = i.fence AND x.live AND (NOT $10::boolean OR x.status = 'in_progress') AND ${PostgresLedger.claimHolds('i')}
 )
 UPDATE ${t.ledger} l SET ${this.settledColumns('i', '$9')}
 FROM target t JOIN i ON i.ns = t.namespace AND i.k = t.key AND i.st = t.step
@@ -667,16 +691,30 @@ RETURNING ${recordColumns('l')}`;
 	}
 
 	/**
-	 * Writes without a claim's fence (a step no claim covers, or a key typed by hand): inserted, or
-	 * written over a row that is absent, expired or settled, or in progress under $9, the holder;
-	 * with $9 null, always (an operator's override). $1..$7 arrays as above, $8 ttl ms, $9 holder.
+	 * Writes without a claim's fence on the row itself (a step the claim did not take, or a key
+	 * typed by hand): inserted, or written over a row that is absent, expired or settled, or in
+	 * progress under $9, the holder; with $9 null, always (an operator's override). A request that
+	 * names the claim it is made for is written only while that claim's row carries its fence:
+	 * those requests' rows and their claims' rows are locked first, in byte order. $1..$7 arrays
+	 * as above, $8 ttl ms, $9 holder, $10 / $11 the steps and fences of the claims named (null: none).
 	 */
 	private recordUnfencedSql(): string {
 		return `
+WITH i AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $10::text[], $11::bigint[])
+		AS i(ns, k, st, s, fp, ext, res, claim_step, claim_fence)
+),
+${this.lockedSql('SELECT ns, k, st FROM i WHERE claim_step IS NOT NULL')},
+-- Every row of locked is read (a join, not a semi-join) before the sort below hands the insert
+-- its first row: all of its locks come first, in order.
+allowed AS (
+	SELECT i.* FROM i LEFT JOIN locked c ON c.namespace = i.ns AND c.key = i.k AND c.step = i.claim_step
+	WHERE i.claim_step IS NULL OR (c.fence = i.claim_fence AND c.live)
+)
 INSERT INTO ${this.t.ledger} AS l (namespace, key, step, status, fingerprint, external_id, result, attempts,
 	first_seen_at, updated_at, expires_at)
 SELECT i.ns, i.k, i.st, i.s, i.fp, i.ext, i.res, 1, now(), now(), now() + $8 * interval '1 millisecond'
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[]) AS i(ns, k, st, s, fp, ext, res)
+FROM allowed i
 ORDER BY i.ns COLLATE "C", i.k COLLATE "C", i.st COLLATE "C"
 ON CONFLICT (namespace, key, step) DO UPDATE SET
 	${this.settledColumns('excluded', '$8')},
@@ -703,6 +741,11 @@ RETURNING ${recordColumns('l')}`;
 			chunk.map((r) => (r.externalId === undefined || r.externalId === null ? null : String(r.externalId))),
 			chunk.map((r) => resultToJson(r.result)),
 		];
+		// A claim whose fence is not a whole number can hold no row: sent as null, it is refused.
+		const claimsOf = (chunk: RecordRequest[]) => [
+			chunk.map((r) => (r.claim ? r.claim.step : null)),
+			chunk.map((r) => (r.claim && Number.isSafeInteger(r.claim.fence) ? String(r.claim.fence) : null)),
+		];
 		// One statement per kind and chunk, one after another: each locks its rows in byte order.
 		for (const [indexes, fence] of [[fenced, true], [unfenced, false]] as const) {
 			for (let start = 0; start < indexes.length; start += this.chunkSize) {
@@ -713,8 +756,9 @@ RETURNING ${recordColumns('l')}`;
 							chunk.map((r) => String(r.fence)),
 							options.ttlMs,
 							options.onlyInProgress === true,
+							...claimsOf(chunk),
 						])
-					: await this.query(this.sql.recordUnfenced, [...columnsOf(chunk), options.ttlMs, options.holder ?? null]);
+					: await this.query(this.sql.recordUnfenced, [...columnsOf(chunk), options.ttlMs, options.holder ?? null, ...claimsOf(chunk)]);
 				for (const row of rows) written.set(idKey(row.namespace, row.key, row.step), toRecord(row));
 			}
 		}

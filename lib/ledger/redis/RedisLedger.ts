@@ -295,7 +295,10 @@ export class RedisLedger implements Ledger {
 				const externalId = r.externalId === undefined || r.externalId === null ? null : String(r.externalId);
 				const result = r.result === undefined ? null : JSON.stringify(r.result);
 				const fence = typeof r.fence === 'number' ? String(r.fence) : null;
+				// A claim whose fence is not a whole number can hold no row: sent without one, it is refused.
+				const claimFence = r.claim && Number.isSafeInteger(r.claim.fence) ? String(r.claim.fence) : null;
 				args.push(members[j], r.key, r.step, r.status, opt(r.fingerprint), opt(externalId), opt(result), opt(fence));
+				args.push(r.claim ? `=${member(r.key, r.claim.step)}` : '', opt(claimFence));
 			});
 			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(requests[i].key))];
 			return { name: 'idemLedgerRecord', namespace, keys, args };

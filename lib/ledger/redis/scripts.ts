@@ -243,11 +243,14 @@ return out
 /**
  * KEYS: 8 fixed, n row keys, n step-set keys.
  * ARGV: holder?, ttlMs, n, onlyInProgress ('1' or '0'), then per request: member, key, step, status,
- * fingerprint?, externalId?, result?, fence?
+ * fingerprint?, externalId?, result?, fence?, claim member?, claim fence?
  * A fenced request writes only a live row that still carries its fence (never creates one), and
  * with onlyInProgress only one still in progress. An
  * unfenced one writes a row that is absent or expired, settled, or in progress under holder; any
- * row when no holder is given. A settled row has no lease holder; its fence stays. A needs_review
+ * row when no holder is given. A request that names the claim it is made for (the member of the
+ * row that claim took, of the same key and so of this namespace's slot, and its fence) is written
+ * only while that row is live and still carries the fence (a claim member without a fence: never).
+ * A settled row has no lease holder; its fence stays. A needs_review
  * write keeps the phase the claim reached (its own, or the one it took over); a row left in
  * phase sending is kept until resolved, every other row lives ttlMs from now.
  * Returns per request the written row's text, or nil (lost lease).
@@ -257,15 +260,20 @@ local holder, ttlMs, n, openOnly = opt(ARGV[1]), tonumber(ARGV[2]), tonumber(ARG
 local out = {}
 for i = 1, n do
 	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
-	local j = 4 + (i - 1) * 8
+	local j = 4 + (i - 1) * 10
 	local m, key, step, status = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
 	local fp, x, res, fence = opt(ARGV[j + 5]), opt(ARGV[j + 6]), opt(ARGV[j + 7]), opt(ARGV[j + 8])
+	local claimed, claimFence = opt(ARGV[j + 9]), opt(ARGV[j + 10])
 	local old = readrow(rk)
 	local ok
 	if fence then
 		ok = old ~= nil and old.g ~= nil and old.g == tonumber(fence) and ((not openOnly) or old.st == 'in_progress')
 	else
 		ok = (not holder) or old == nil or old.st ~= 'in_progress' or old.lh == holder
+	end
+	if ok and claimed then
+		local c = readrow(BASE .. 'r:' .. claimed)
+		ok = claimFence and c ~= nil and c.g ~= nil and c.g == tonumber(claimFence)
 	end
 	if ok then
 		local row = {k = key, s = step, st = status, fp = fp or nil, x = x or nil, res = res or nil, a = 1, fs = now, u = now}
