@@ -678,14 +678,15 @@ WITH i AS (
 		AS i(ns, k, st, status, fingerprint, external_id, result, fence, claim_step, claim_fence)
 ),
 ${this.lockedSql('SELECT ns, k, st FROM i')},
+-- The requests to write, with everything the update needs (joining i again would be a nested loop).
 target AS (
-	SELECT x.namespace, x.key, x.step FROM locked x
+	SELECT i.* FROM locked x
 	JOIN i ON x.namespace = i.ns AND x.key = i.k AND x.step = i.st
 	WHERE x.fence = i.fence AND x.live AND (NOT $10::boolean OR x.status = 'in_progress') AND ${PostgresLedger.claimHolds('i')}
 )
-UPDATE ${t.ledger} l SET ${this.settledColumns('i', '$9')}
-FROM target t JOIN i ON i.ns = t.namespace AND i.k = t.key AND i.st = t.step
-WHERE l.namespace = t.namespace AND l.key = t.key AND l.step = t.step AND l.fence = i.fence AND l.expires_at > now()
+UPDATE ${t.ledger} l SET ${this.settledColumns('t', '$9')}
+FROM target t
+WHERE l.namespace = t.ns AND l.key = t.k AND l.step = t.st AND l.fence = t.fence AND l.expires_at > now()
 	AND (NOT $10::boolean OR l.status = 'in_progress')
 RETURNING ${recordColumns('l')}`;
 	}
