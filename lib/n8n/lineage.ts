@@ -23,6 +23,7 @@ import type {
 } from 'n8n-workflow';
 
 import { LedgerInputError } from '../ledger/errors';
+import type { RecordRequest } from '../ledger/types';
 import { assertKey, assertNamespace } from '../ledger/validate';
 import { FACTS_FIELD, PROMPT_CACHE_STEP } from './facts';
 import { parameterSource, toKeyText, type ValueSource } from './keySource';
@@ -54,6 +55,18 @@ export interface UnitKey {
 }
 
 type FactsKey = Omit<UnitKey, 'via'>;
+
+/**
+ * What a write for this unit carries so that the ledger can tell whether its claim still holds: the
+ * gate's fence for the very row the gate took, the gate's claim for any other step of the unit.
+ * Once another run took the key over (or it was released), the ledger refuses either, whatever
+ * the node's options say: only the Idempotency Ledger node changes what another run recorded. A
+ * key given as an expression names no claim.
+ */
+export function authorityFor(unit: UnitKey, step: string): Pick<RecordRequest, 'fence' | 'claim'> {
+	if (!unit.claim) return {};
+	return unit.claim.step === step ? { fence: unit.claim.fence } : { claim: unit.claim };
+}
 
 /** The namespace, key and claim in a facts object, or null when it is not one. */
 export function factsKey(value: unknown): FactsKey | null {

@@ -33,7 +33,7 @@ import { deliver, type RetryPolicy, type Verdict } from '../../lib/n8n/channels/
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { factsOf, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
-import { unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
+import { authorityFor, unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
 import { readDurationOption } from '../../lib/n8n/scope';
 import type { CheckVerdict, CheckWindow } from '../../lib/n8n/channels/types';
 import type { ChannelAdapter, ChannelModule } from './channels/adapter';
@@ -502,10 +502,14 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		};
 	}
 
-	/** The unit of work's row; fenced when the gate that claimed it is known. */
+	/**
+	 * The unit of work's row, with the authority of the claim the item carries (the gate's), when
+	 * known: refused once another run took that claim over. The step's own record carries only the
+	 * step's fence: what this run sent under its own claim of the step is recorded even if the unit
+	 * moved on meanwhile, or the knowledge that it went out would be lost.
+	 */
 	function unitRequest(p: Prepared, externalId: string | null, result: unknown): RecordRequest {
-		const fence = p.unit.claim?.step === UNIT_STEP ? p.unit.claim.fence : null;
-		return { namespace: p.row.namespace, key: p.row.key, step: UNIT_STEP, status: 'completed', externalId, result, fence };
+		return { namespace: p.row.namespace, key: p.row.key, step: UNIT_STEP, status: 'completed', externalId, result, ...authorityFor(p.unit, UNIT_STEP) };
 	}
 
 	function routeVerdict(p: Prepared, verdict: Verdict, record: LedgerRecord | null, resend: boolean, unitLost: boolean, check?: CheckEvidence) {

@@ -117,7 +117,7 @@ export class MarkStepDone implements INodeType {
 						name: 'overrideClaim',
 						type: 'boolean',
 						default: false,
-						description: 'Whether to write the record even while another execution is still working on the key. Off by default: that run is left alone and the item fails.',
+						description: 'Whether to write the record even while another execution is still working on the key. Off by default: that run is left alone and the item fails. It never writes once another run has taken over the key this run\'s Dedupe Gate let through: only the Idempotency Ledger node changes what another run recorded.',
 					},
 					unitKeyNamespaceOption,
 				],

@@ -9,7 +9,7 @@ import { FACTS_FIELD, factsOf, itemWithFacts, type Outcome } from '../../lib/n8n
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { parseJson } from '../GuardedSend/params';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
-import { unitKeyReader, type UnitKey, type UnitKeyReader } from '../../lib/n8n/lineage';
+import { authorityFor, unitKeyReader, type UnitKeyReader } from '../../lib/n8n/lineage';
 import { readDurationOption } from '../../lib/n8n/scope';
 import { KEEP_RECORD } from './options';
 
@@ -24,7 +24,10 @@ interface Config {
 	externalId: ValueSource;
 	result: (itemIndex: number, item: INodeExecutionData) => unknown;
 	ttlMs: number;
-	/** Undefined when "Record Even if Another Run Holds the Key" is on: the write then always happens. */
+	/**
+	 * Undefined when "Record Even if Another Run Holds the Key" is on: a row another execution has
+	 * in progress is then written too. The gate's claim still goes with every write (authorityFor).
+	 */
 	holder: string | undefined;
 }
 
@@ -39,10 +42,19 @@ function storedResult(value: unknown): unknown {
 	return { truncated: true, originalLength: text.length, text: text.slice(0, MAX_RESULT_CHARS) };
 }
 
-/** The fence of the gate's claim when this write is to the very row the gate claimed. */
-function fenceFor(unit: UnitKey, step: string, holder: string | undefined): number | null {
-	if (holder === undefined) return null;
-	return unit.claim?.step === step ? unit.claim.fence : null;
+/** Why an item's record was refused, and what to do, in words for the person who built the flow. */
+function refusedError(key: string, refused: string[], claimed: boolean): LedgerError {
+	const what = `Another run has the key "${key}" now (it holds it, or took it over after this run's claim ran out), so ${refused.join(' and ')} ${refused.length > 1 ? 'were' : 'was'} not recorded`;
+	if (claimed) {
+		return new LedgerError(
+			what,
+			'Nothing was overwritten. This run\'s claim from the Dedupe Gate ran out (its Lease) or was released, and another run took the key over: that run records it. Check the key with the Idempotency Ledger node (Get) to see what it recorded; if this happens often, make the Dedupe Gate\'s Lease longer. Only the Idempotency Ledger node (Release) can change what another run recorded.',
+		);
+	}
+	return new LedgerError(
+		what,
+		'Nothing was overwritten. This run\'s claim ran out or was released, and another run claimed the key. Check the key with the Idempotency Ledger node (Get); turn on "Record Even if Another Run Holds the Key" only if this run\'s result must win.',
+	);
 }
 
 /** The incoming item as a result, without the ledger facts a gate added to it. */
@@ -116,7 +128,7 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 
 	// One request (two with "Also Record the Unit of Work") per valid item; bad items write nothing.
 	const requests: RecordRequest[] = [];
-	const valid: Array<{ index: number; at: number }> = [];
+	const valid: Array<{ index: number; at: number; claimed: boolean }> = [];
 	for (let i = 0; i < items.length; i++) {
 		try {
 			const item = items[i];
@@ -124,11 +136,10 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 			const { namespace, key } = unit;
 			const externalId = externalIdText(config.externalId.read(i, item));
 			const result = storedResult(config.result(i, item));
-			valid.push({ index: i, at: requests.length });
-			const fence = fenceFor(unit, config.step, config.holder);
-			requests.push({ namespace, key, step: config.step, status: config.status, externalId, result, fence });
+			valid.push({ index: i, at: requests.length, claimed: unit.claim !== undefined });
+			requests.push({ namespace, key, step: config.step, status: config.status, externalId, result, ...authorityFor(unit, config.step) });
 			if (config.alsoUnit) {
-				requests.push({ namespace, key, step: UNIT_STEP, status: config.status, externalId, result, fence: fenceFor(unit, UNIT_STEP, config.holder) });
+				requests.push({ namespace, key, step: UNIT_STEP, status: config.status, externalId, result, ...authorityFor(unit, UNIT_STEP) });
 			}
 		} catch (error) {
 			fail(i, error);
@@ -145,22 +156,16 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 		for (const { index } of valid) fail(index, error);
 		return [out.filter((x): x is INodeExecutionData => x !== undefined)];
 	}
-	for (const { index, at } of valid) {
+	for (const { index, at, claimed } of valid) {
 		const q = requests[at];
 		const record = written[at];
 		const unit = config.alsoUnit ? written[at + 1] : undefined;
 		const refused = [
 			record.kind === 'lost_lease' ? `the step "${q.step || '(unit)'}"` : null,
 			unit?.kind === 'lost_lease' ? 'the unit of work' : null,
-		].filter(Boolean);
+		].filter((x): x is string => x !== null);
 		if (refused.length > 0 || record.kind !== 'written') {
-			fail(
-				index,
-				new LedgerError(
-					`Another run has the key "${q.key}" now (it holds it, or took it over after this run's claim ran out), so ${refused.join(' and ')} ${refused.length > 1 ? 'were' : 'was'} not recorded`,
-					'Nothing was overwritten. This run\'s claim ran out or was released, and another run claimed the key. Check the key with the Idempotency Ledger node (Get); turn on "Record Even if Another Run Holds the Key" only if this run\'s result must win.',
-				),
-			);
+			fail(index, refusedError(q.key, refused, claimed));
 			continue;
 		}
 		const facts: IDataObject = { ...factsOf('recorded' as Outcome, q.namespace, q.key, q.step, record.record) };
