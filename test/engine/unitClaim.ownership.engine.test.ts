@@ -1,12 +1,14 @@
 /**
- * Mark Step Done through n8n-core's real engine, on who owns a unit of work: a run whose Dedupe
- * Gate claim ran out and was taken over by another run records nothing, not even a step the gate
- * never claimed itself (issue 32). Real PostgreSQL.
+ * Mark Step Done and Guarded Send through n8n-core's real engine, on who owns a unit of work: a
+ * run whose Dedupe Gate claim ran out and was taken over by another run records nothing for that
+ * claim, not even a step the gate never claimed itself (issue 32). Real PostgreSQL, a real local
+ * Stripe-like API.
  */
 import type { ICredentialDataDecryptedObject, IExecuteFunctions, INodeExecutionData, INodeParameters, INodeType } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { freshPostgresLedger, settingsFromUrl } from '../support/db';
+import { stripeLikeServer, type StripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow } from '../support/engine';
 import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
 
@@ -39,17 +41,20 @@ const nodeTypes = { ...ours, 'test.hold': hold };
 const ORDER = JSON.stringify([{ orderId: 'o-1' }]);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe('engine: Mark Step Done and a unit claim another run took over', () => {
+describe('engine: Mark Step Done, Guarded Send and a unit claim another run took over', () => {
 	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
+	let api: StripeLikeServer;
 	let credentials: Record<string, ICredentialDataDecryptedObject>;
 	let wf: string;
 	let n = 0;
 
 	beforeAll(async () => {
 		fx = await freshPostgresLedger();
+		api = await stripeLikeServer();
 		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table) };
 	});
 	afterAll(async () => {
+		await api?.close();
 		await closeAllPostgresLedgers();
 		await fx?.dispose();
 	});
@@ -120,6 +125,53 @@ describe('engine: Mark Step Done and a unit claim another run took over', () => 
 		expect(rows.map((r) => [r.step, r.status, r.externalId])).toEqual([
 			['', 'completed', 'crm-42'],
 			['crm', 'completed', 'crm-42'],
+		]);
+	});
+
+	test('Guarded Send records what it sent, but not the unit of a gate claim another run took over (a gate that claims a named step)', async () => {
+		const orderGate = (leaseSeconds: number) =>
+			node('Gate', 'n8n-nodes-idempotency.dedupeGate', { keySource: 'field', keyField: 'orderId', mode: 'lease', options: { step: 'order', lease: leaseSeconds, leaseUnit: 'seconds' } });
+		const send = node('Send', 'n8n-nodes-idempotency.guardedSend', {
+			channel: 'http',
+			method: 'POST',
+			url: `${api.url}/v1/charges`,
+			sendBody: true,
+			bodyContentType: 'json',
+			jsonBody: '={{ JSON.stringify({ order: $json.orderId }) }}',
+			options: { completeUnit: true },
+		});
+		let release = () => undefined as void;
+		const entered = new Promise<void>((resolve) => {
+			holding = { entered: resolve, released: new Promise<void>((r) => (release = r)) };
+		});
+		// Run A: its gate claims the order for 1 s; the run stalls before Guarded Send.
+		const runA = runWorkflow(
+			{ id: wf, nodes: [node('Orders', 'test.items', { items: ORDER }), orderGate(1), node('Stall', 'test.hold'), send], connections: chain('Orders', 'Gate', 'Stall', 'Send') },
+			{ credentials, nodeTypes, executionId: `${wf}-a` },
+		);
+		await entered;
+		await sleep(1_500);
+		// Run B takes the order over and records the unit of work with its invoice.
+		const b = await runWorkflow(
+			{
+				id: wf,
+				nodes: [node('Orders', 'test.items', { items: ORDER }), orderGate(600), node('Mark Unit', 'n8n-nodes-idempotency.markStepDone', { status: 'completed', externalId: 'inv-7', resultFrom: 'none' })],
+				connections: chain('Orders', 'Gate', 'Mark Unit'),
+			},
+			{ credentials, nodeTypes, executionId: `${wf}-b` },
+		);
+		expect(b.items('Mark Unit').map((i) => i.json.error)).toEqual([undefined]);
+		release();
+		const a = await runA;
+		expect(a.error).toBeUndefined();
+		// The charge went out under A's own claim of the step: recorded, and said on the item.
+		const [sent] = a.outputs('Send')[0];
+		expect(sent.json.idempotency).toMatchObject({ outcome: 'sent', step: 'Send', unitRecorded: false, warning: expect.stringMatching(/^Another run took over the unit of work/) });
+		const rows = await fx.ledger.get(`workflow:${wf}`, 'o-1');
+		expect(rows.map((r) => [r.step, r.status, r.externalId])).toEqual([
+			['', 'completed', 'inv-7'],
+			['Send', 'completed', (sent.json.idempotency as { externalId: string }).externalId],
+			['order', 'in_progress', null],
 		]);
 	});
 });
