@@ -53,6 +53,12 @@ function hooksOf(ctx: IExecuteFunctions): HooksShape | null {
 	return null;
 }
 
+/**
+ * Something that stands for this execution and lives as long as it does (its hooks object), for
+ * state that nodes of one execution share with its end handlers; null on an n8n without hooks.
+ */
+export const executionOf = (ctx: IExecuteFunctions): object | null => hooksOf(ctx);
+
 /** Whether this n8n lets a node act when its execution ends. */
 export const canActAtExecutionEnd = (ctx: IExecuteFunctions): boolean => hooksOf(ctx) !== null;
 

@@ -36,8 +36,9 @@ const RECORDER_TYPE_SUFFIXES = ['.markStepDone', '.guardedSend'];
 
 /**
  * Whether a node that records the unit of work follows this gate anywhere downstream (enabled): a
- * Mark Step Done, or a Guarded Send, which leaves a send that failed or needs review for a later
- * delivery to take up again, so the gate must not close the key behind it.
+ * Mark Step Done, or a Guarded Send. Asked only on an n8n without execution hooks, where the gate
+ * cannot close its keys when the execution ends: it then leaves them to these nodes rather than
+ * marking them done as they pass, which would hide a send that failed from the next delivery.
  */
 export function recorderFollows(ctx: IExecuteFunctions): boolean {
 	return ctx

@@ -21,6 +21,7 @@ import {
 import { keepLeases, leasePlan } from '../../lib/n8n/leaseKeeper';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { recorderFollows } from '../../lib/n8n/lineage';
+import { openUnitsOf } from '../../lib/n8n/openUnits';
 import { namespaceReader, readDurationOption, type DurationSpec } from '../../lib/n8n/scope';
 import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
 
@@ -52,9 +53,12 @@ type GateMode = 'auto' | ClaimMode;
 
 /** Who marks a key that went to New as done. */
 type Closer =
-	/** The gate, when the execution ends: done if it succeeded, free again if it failed. */
+	/**
+	 * The gate, when the execution ends: done if it succeeded, free again if it failed or a node
+	 * of it left the unit open (lib/n8n/openUnits.ts); what a later node recorded stands.
+	 */
 	| 'execution'
-	/** A Mark Step Done or Guarded Send node later in the flow. */
+	/** A Mark Step Done (or Guarded Send with "Also Complete the Unit of Work") later in the flow. */
 	| 'node'
 	/** Nobody: the claim was done at once ("As Soon As It Passes", "Only Newer Versions"). */
 	| 'none';
@@ -156,15 +160,16 @@ function payloadReader(compareFields: string): (item: INodeExecutionData) => str
 }
 
 /**
- * How the chosen mode claims, and who closes the claim. "When the Execution Succeeds" leaves it
- * to a Mark Step Done that follows, else closes it at the end of the execution; an n8n that
- * lets no node act at the end gets the claim closed at once (an execution hint says so).
+ * How the chosen mode claims, and who closes the claim. "When the Execution Succeeds" closes it
+ * at the end of the execution, whatever follows the gate. Only an n8n that lets no node act at
+ * the end leaves it to a Mark Step Done or Guarded Send that follows, and without one gets the
+ * claim closed at once (an execution hint says so).
  */
 function claimPlan(ctx: IExecuteFunctions, mode: GateMode): { mode: ClaimMode; closer: Closer } {
 	if (mode === 'lease') return { mode, closer: 'node' };
 	if (mode !== 'auto') return { mode, closer: 'none' };
-	if (recorderFollows(ctx)) return { mode: 'lease', closer: 'node' };
 	if (canActAtExecutionEnd(ctx)) return { mode: 'lease', closer: 'execution' };
+	if (recorderFollows(ctx)) return { mode: 'lease', closer: 'node' };
 	ctx.addExecutionHints({
 		message:
 			'This n8n does not let the gate see when the execution ends, so keys are marked done as they pass. To retry an action after a crash, add a Mark Step Done node after it and set "Mark Keys Done" to "When Mark Step Done Records It".',
@@ -372,22 +377,26 @@ function claimedRows(outcomes: ClaimOutcome[]): FencedRow[] {
 /**
  * "When the Execution Succeeds": when this execution ends, its claims that nothing settled are
  * recorded as completed (it succeeded) or as failed, retry later (it failed: the next delivery
- * may take the key at once). A paused execution (Wait node) leaves them to the lease. A claim
- * another run took over, or that a later node settled, is left alone (fence, onlyInProgress).
+ * may take the key at once). A key whose send or step a node of this execution left not done
+ * (lib/n8n/openUnits.ts: a Guarded Send that did not send, a step recorded as failed or for
+ * review) is recorded as failed, retry later too, so that the next delivery takes it up again.
+ * A paused execution (Wait node) leaves them to the lease. A claim another run took over, or that
+ * a later node settled, is left alone (fence, onlyInProgress).
  */
 function closeAtExecutionEnd(ctx: IExecuteFunctions, ledger: Ledger, rows: FencedRow[], ttlMs: number): void {
 	if (rows.length === 0) return;
+	const leftOpen = openUnitsOf(ctx);
 	atExecutionEnd(ctx, async (end) => {
 		if (end === 'waiting') return;
-		const status = end === 'succeeded' ? 'completed' : 'failed_retryable';
+		const requests = rows.map((row) => ({
+			...row,
+			status: end === 'succeeded' && !leftOpen(row) ? ('completed' as const) : ('failed_retryable' as const),
+		}));
 		try {
-			await ledger.record(
-				rows.map((row) => ({ ...row, status })),
-				{ ttlMs, onlyInProgress: true },
-			);
+			await ledger.record(requests, { ttlMs, onlyInProgress: true });
 		} catch (error) {
 			ctx.logger.warn(
-				`Dedupe Gate "${ctx.getNode().name}": could not mark ${rows.length} key(s) as ${status} when the execution ended; they are let through again after the lease. ${(error as Error).message}`,
+				`Dedupe Gate "${ctx.getNode().name}": could not mark ${rows.length} key(s) as done or free when the execution ended; they are let through again after the lease. ${(error as Error).message}`,
 			);
 		}
 	});

@@ -34,6 +34,7 @@ import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { factsOf, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { authorityFor, unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
+import { leaveUnitsOpen } from '../../lib/n8n/openUnits';
 import { readDurationOption } from '../../lib/n8n/scope';
 import type { CheckVerdict, CheckWindow } from '../../lib/n8n/channels/types';
 import type { ChannelAdapter, ChannelModule } from './channels/adapter';
@@ -186,6 +187,9 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	}
 
 	const routed: Array<Routed | undefined> = new Array(items.length);
+	/** Each item's unit of work, once its key is read: a Dedupe Gate lets the unsent ones through again. */
+	const units: Array<UnitKey | undefined> = new Array(items.length);
+	const ctx = this;
 	const route = (index: number, output: number, f: IDataObject) => {
 		routed[index] = { output, facts: f };
 	};
@@ -202,6 +206,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		for (let i = 0; i < items.length; i++) {
 			try {
 				const unit = keys.read(i, items[i]);
+				units[i] = unit;
 				const row: RowId = { namespace: unit.namespace, key: unit.key, step: config.step(i) };
 				const message = adapter.build(i, items[i], row);
 				prepared.push({ index: i, row, unit, message, fingerprint: fingerprint(adapter.payload(message)) });
@@ -572,6 +577,8 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	}
 
 	function collect(): INodeExecutionData[][] {
+		// Not Sent and not Skipped: the send is not done, so the unit is not either (lib/n8n/openUnits.ts).
+		leaveUnitsOpen(ctx, units.filter((unit, i): unit is UnitKey => !!unit && routed[i]?.output !== SENT && routed[i]?.output !== SKIPPED));
 		const outputs: INodeExecutionData[][] = [[], [], [], []];
 		for (let i = 0; i < items.length; i++) {
 			const r = routed[i];

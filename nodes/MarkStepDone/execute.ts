@@ -10,6 +10,7 @@ import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { parseJson } from '../GuardedSend/params';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { authorityFor, unitKeyReader, type UnitKeyReader } from '../../lib/n8n/lineage';
+import { leaveUnitsOpen } from '../../lib/n8n/openUnits';
 import { readDurationOption } from '../../lib/n8n/scope';
 import { KEEP_RECORD } from './options';
 
@@ -156,6 +157,8 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 		for (const { index } of valid) fail(index, error);
 		return [out.filter((x): x is INodeExecutionData => x !== undefined)];
 	}
+	// A step recorded as failed or for review is not done, so its unit is not either (lib/n8n/openUnits.ts).
+	if (config.status !== 'completed') leaveUnitsOpen(this, requests);
 	for (const { index, at, claimed } of valid) {
 		const q = requests[at];
 		const record = written[at];

@@ -3,7 +3,8 @@
  * against the real PostgreSQL: Trigger → Dedupe Gate → action, every setting at its default, lets
  * each key through once (run 2 is Duplicate, not In Progress; a later run too), while a run that
  * failed lets the key through again at once. A Mark Step Done after the gate records the key
- * itself, with its result.
+ * itself, with its result, and the gate leaves that record as it is (what follows the gate in
+ * each combination the docs draw: dedupeGate.downstream.engine.test.ts).
  */
 import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
@@ -125,7 +126,8 @@ describe('Dedupe Gate, "Mark Keys Done: When the Execution Succeeds" (the defaul
 		const first = await run([{ id: 'with-mark' }], { mark: 'enabled' });
 		expect(first.error).toBeUndefined();
 		const [item] = first.outputs('Gate')[0];
-		expect(facts(item).doneWhen).toBe('when a Mark Step Done (or Guarded Send) after the gate records it');
+		// Done when the execution succeeds, as without it; what Mark Step Done recorded first stands.
+		expect(facts(item).doneWhen).toBe('when this execution succeeds');
 		const namespace = facts(item).namespace as string;
 		expect(await rows(namespace)).toEqual([{ key: 'with-mark', status: 'completed', result: { receipt: 'r-1' } }]);
 		const again = await run([{ id: 'with-mark' }], { mark: 'enabled' });

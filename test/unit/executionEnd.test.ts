@@ -2,11 +2,12 @@
  * lib/n8n/executionEnd.ts, the one place that touches n8n's execution hooks: both shapes n8n has
  * had (ExecutionLifecycleHooks.addHandler, and the older WorkflowHooks.hookFunctions table), one
  * hook per execution however many times a node asks, how an execution ended, and `false` on an
- * n8n without hooks.
+ * n8n without hooks; and lib/n8n/openUnits.ts, the units of work kept per execution on top of it.
  */
 import type { IExecuteFunctions } from 'n8n-workflow';
 
 import { atExecutionEnd, canActAtExecutionEnd, endOf, type ExecutionEnd } from '../../lib/n8n/executionEnd';
+import { leaveUnitsOpen, openUnitsOf } from '../../lib/n8n/openUnits';
 
 type Handler = (run: unknown) => Promise<void>;
 const ctxWith = (hooks: unknown) => ({ additionalData: { hooks } }) as unknown as IExecuteFunctions;
@@ -53,5 +54,23 @@ describe('acting when the execution ends', () => {
 		[undefined, 'failed'],
 	] as const)('%j ended %s', (run, end) => {
 		expect(endOf(run as never)).toBe(end);
+	});
+});
+
+describe('units a node of this execution left open', () => {
+	test('kept per execution: another execution does not see them, and an n8n without hooks keeps nothing', () => {
+		const one = ctxWith({ addHandler: () => undefined });
+		const other = ctxWith({ addHandler: () => undefined });
+		const askOne = openUnitsOf(one);
+		leaveUnitsOpen(one, [{ namespace: 'workflow:1', key: 'a' }]);
+		leaveUnitsOpen(one, []);
+		// Asked after the fact, as the gate's end handler does.
+		expect(askOne({ namespace: 'workflow:1', key: 'a' })).toBe(true);
+		expect(askOne({ namespace: 'workflow:1', key: 'b' })).toBe(false);
+		expect(askOne({ namespace: 'workflow:2', key: 'a' })).toBe(false);
+		expect(openUnitsOf(other)({ namespace: 'workflow:1', key: 'a' })).toBe(false);
+		const none = ctxWith(undefined);
+		leaveUnitsOpen(none, [{ namespace: 'workflow:1', key: 'a' }]);
+		expect(openUnitsOf(none)({ namespace: 'workflow:1', key: 'a' })).toBe(false);
 	});
 });
