@@ -134,7 +134,7 @@ export class DedupeGate implements INodeType {
 						name: 'When the Execution Succeeds',
 						value: 'auto',
 						description:
-							'A key is held while this execution runs and counts as done when the execution ends without an error. A failed execution frees it at once; one that n8n never finished (a crash) frees it within 30 seconds. If a Mark Step Done or Guarded Send node follows the gate, that node records it instead.',
+							'A key is held while this execution runs and counts as done when it ends without an error, unless a Guarded Send in it did not send for that key (Needs Review, In Progress) or a Mark Step Done recorded one of its steps as failed or for review: those keys, and all keys of a failed execution, are let through again at once. After a crash a key is free within 30 seconds.',
 					},
 					{
 						name: 'When Mark Step Done Records It',

@@ -127,7 +127,7 @@ export class GuardedSend implements INodeType {
 						type: 'boolean',
 						default: false,
 						description:
-							'Whether a sent (or already sent) item also marks the Dedupe Gate\'s unit of work as done, so that no Mark Step Done is needed after this node',
+							'Whether a sent (or already sent) item also marks the Dedupe Gate\'s unit of work as done at once, with this send\'s ID and answer for the next delivery\'s Duplicate item. Needed only when the gate waits for Mark Step Done and none follows; by default the gate marks it done when the execution succeeds.',
 					},
 					{
 						displayName: 'Batch Size',
