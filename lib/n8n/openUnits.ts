@@ -1,6 +1,7 @@
-import type { IExecuteFunctions } from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { executionOf } from './executionEnd';
+import { lineageResolver, type LineageResolver } from './lineage';
 
 /**
  * Units of work that a node of this execution left not done: a Guarded Send whose send did not go
@@ -37,4 +38,34 @@ export function leaveUnitsOpen(ctx: IExecuteFunctions, units: Iterable<UnitId>):
 export function openUnitsOf(ctx: IExecuteFunctions): (unit: UnitId) => boolean {
 	const execution = executionOf(ctx);
 	return (unit) => (execution ? (openByExecution.get(execution)?.has(idOf(unit)) ?? false) : false);
+}
+
+/** An item a node did not finish, with the unit it acted on (when its key could be read). */
+export interface UnfinishedItem {
+	index: number;
+	item: INodeExecutionData;
+	unit: UnitId | undefined;
+}
+
+/**
+ * Leaves open the units of these items: the one the node acted on, and, when the node was given a
+ * key of its own ("Key From: Expression"), also the key of the Dedupe Gate the item came through
+ * (by lineage, where it can be traced), so that a gate keyed on something else does not close its
+ * key behind a send that did not go out.
+ */
+export function leaveItemsOpen(ctx: IExecuteFunctions, items: UnfinishedItem[], keyFromGate: boolean): void {
+	if (items.length === 0 || !executionOf(ctx)) return;
+	const units: UnitId[] = [];
+	let lineage: LineageResolver | null = null;
+	for (const { index, item, unit } of items) {
+		if (unit) units.push(unit);
+		if (keyFromGate) continue;
+		try {
+			lineage ??= lineageResolver(ctx);
+			units.push(lineage.resolve(index, item));
+		} catch {
+			// No Dedupe Gate upstream, or the trail to it breaks: there is no gate key to leave open.
+		}
+	}
+	leaveUnitsOpen(ctx, units);
 }

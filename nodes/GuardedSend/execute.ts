@@ -34,7 +34,7 @@ import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { factsOf, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { authorityFor, unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
-import { leaveUnitsOpen } from '../../lib/n8n/openUnits';
+import { leaveItemsOpen } from '../../lib/n8n/openUnits';
 import { readDurationOption } from '../../lib/n8n/scope';
 import type { CheckVerdict, CheckWindow } from '../../lib/n8n/channels/types';
 import type { ChannelAdapter, ChannelModule } from './channels/adapter';
@@ -578,7 +578,8 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 
 	function collect(): INodeExecutionData[][] {
 		// Not Sent and not Skipped: the send is not done, so the unit is not either (lib/n8n/openUnits.ts).
-		leaveUnitsOpen(ctx, units.filter((unit, i): unit is UnitKey => !!unit && routed[i]?.output !== SENT && routed[i]?.output !== SKIPPED));
+		const unsent = items.flatMap((item, index) => (routed[index]?.output === SENT || routed[index]?.output === SKIPPED ? [] : [{ index, item, unit: units[index] }]));
+		leaveItemsOpen(ctx, unsent, keys.kind === 'lineage');
 		const outputs: INodeExecutionData[][] = [[], [], [], []];
 		for (let i = 0; i < items.length; i++) {
 			const r = routed[i];

@@ -10,7 +10,7 @@ import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { parseJson } from '../GuardedSend/params';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { authorityFor, unitKeyReader, type UnitKeyReader } from '../../lib/n8n/lineage';
-import { leaveUnitsOpen } from '../../lib/n8n/openUnits';
+import { leaveItemsOpen } from '../../lib/n8n/openUnits';
 import { readDurationOption } from '../../lib/n8n/scope';
 import { KEEP_RECORD } from './options';
 
@@ -158,7 +158,9 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 		return [out.filter((x): x is INodeExecutionData => x !== undefined)];
 	}
 	// A step recorded as failed or for review is not done, so its unit is not either (lib/n8n/openUnits.ts).
-	if (config.status !== 'completed') leaveUnitsOpen(this, requests);
+	if (config.status !== 'completed') {
+		leaveItemsOpen(this, valid.map(({ index, at }) => ({ index, item: items[index], unit: requests[at] })), config.key.kind === 'lineage');
+	}
 	for (const { index, at, claimed } of valid) {
 		const q = requests[at];
 		const record = written[at];

@@ -70,7 +70,7 @@ const redis: Backend = {
 /** What follows the gate's New output. */
 interface Shape {
 	/** Guarded Send (HTTP) right after the gate. */
-	send?: { completeUnit?: boolean; maxAttempts?: number };
+	send?: { completeUnit?: boolean; maxAttempts?: number; ownKey?: boolean };
 	/** Plain nodes (as HTTP Request and Set are) after the gate, or after Guarded Send's Sent and Skipped. */
 	plain?: 'replace' | 'set';
 	/** A node after everything else that fails for the value "boom": the execution fails. */
@@ -129,7 +129,13 @@ function suite(backend: Backend) {
 					sendBody: true,
 					bodyContentType: 'json',
 					jsonBody: '={{ JSON.stringify({ order: $json.id }) }}',
-					options: { ...(shape.send.completeUnit ? { completeUnit: true } : {}), ...(shape.send.maxAttempts ? { maxAttempts: shape.send.maxAttempts } : {}) },
+					options: {
+						...(shape.send.completeUnit ? { completeUnit: true } : {}),
+						...(shape.send.maxAttempts ? { maxAttempts: shape.send.maxAttempts } : {}),
+						...(shape.send.ownKey ? { namespace: 'contacts' } : {}),
+					},
+					// A key of its own, in a shared namespace: not the gate's key.
+					...(shape.send.ownKey ? { keyFrom: 'expression', keyExpression: "={{ 'contact-' + $json.id }}" } : {}),
 				}),
 			);
 			link('Gate', 'Send');
@@ -307,6 +313,33 @@ function suite(backend: Backend) {
 			}
 			expect(await unit(wf, 'two-ok')).toMatchObject({ status: 'completed' });
 			expect(await unit(wf, 'two-bad')).toMatchObject({ status: 'failed_retryable' });
+		});
+	});
+
+	describe('a Guarded Send or Mark Step Done with a key of its own still leaves the gate\'s key open', () => {
+		test('Guarded Send keyed "contact-<id>" in a shared namespace: sent, the gate\'s key completes; not sent, it stays open', async () => {
+			const sent = fresh();
+			expect((await deliver(sent.wf, sent.id, { send: { ownKey: true } })).error).toBeUndefined();
+			expect(await unit(sent.wf, sent.id)).toMatchObject({ status: 'completed' });
+			expect((await fx.ledger.get('contacts', `contact-${sent.id}`)).map((r) => [r.step, r.status])).toEqual([['Send', 'completed']]);
+
+			const failed = fresh();
+			answers = [{ kind: 'status', status: 503 }];
+			const first = await deliver(failed.wf, failed.id, { send: { ownKey: true, maxAttempts: 1 } });
+			expect(sendOutput(first)).toBe(REVIEW);
+			expect(await unit(failed.wf, failed.id)).toMatchObject({ status: 'failed_retryable' });
+			const second = await deliver(failed.wf, failed.id, { send: { ownKey: true, maxAttempts: 1 } });
+			expect(gateOutput(second)).toBe(NEW);
+			expect(sendOutput(second)).toBe(SENT);
+			expect(await unit(failed.wf, failed.id)).toMatchObject({ status: 'completed' });
+		});
+
+		test('Mark Step Done keyed by an expression, recording a step as failed: the gate\'s key stays open', async () => {
+			const { wf, id } = fresh();
+			const shape: Shape = { plain: 'replace', mark: { keyFrom: 'expression', keyExpression: "={{ 'inv-' + $('Gate').item.json.id }}", step: 'invoiceCreate', status: 'failed_retryable' } };
+			expect((await deliver(wf, id, shape)).error).toBeUndefined();
+			expect(await unit(wf, id)).toMatchObject({ status: 'failed_retryable' });
+			expect(gateOutput(await deliver(wf, id, shape))).toBe(NEW);
 		});
 	});
 
