@@ -6,6 +6,7 @@
  *                             on the one that differs most (matrix.js CI_PLAN, SMOKE)
  *   npm run test:e2e:matrix   the whole suite on every version (before a release; see docs/development.md)
  *   N8N_E2E_VERSIONS=2.40.7 npm run test:e2e   the whole suite on the versions named
+ *   npm run test:e2e -- --smoke                the version smoke alone (a change to n8n internals code)
  *
  * Each version is installed first (scripts/n8n-runtime.sh, cached outside the repository; only the
  * versions of the run), then jest runs with N8N_VERSION set, which test/e2e/support/n8n.ts passes
@@ -28,10 +29,11 @@ const nodeOf = (version) => MATRIX.find((m) => m.version === version).node;
 
 function plan() {
 	if (process.argv.includes('--matrix')) return MATRIX.map(({ version }) => ({ version, scope: 'whole' }));
+	if (process.argv.includes('--smoke')) return CI_PLAN.filter(({ scope }) => scope === 'smoke');
 	if (process.env.N8N_E2E_VERSIONS) return selectedVersions().map(({ version }) => ({ version, scope: 'whole' }));
 	return CI_PLAN;
 }
-const jestExtra = process.argv.slice(2).filter((a) => a !== '--matrix');
+const jestExtra = process.argv.slice(2).filter((a) => a !== '--matrix' && a !== '--smoke');
 
 function recordTime(ms, phase) {
 	if (process.env.CI_TIMES) fs.appendFileSync(process.env.CI_TIMES, `${Math.round(ms / 1000)}\t${phase}\n`);
