@@ -14,6 +14,9 @@ module.exports = {
 	globalTeardown: '<rootDir>/test/support/globalTeardown.js',
 	// A cold install of n8n takes minutes; each n8n boot about 10 to 15 s, each CLI run 5 to 10 s.
 	testTimeout: 15 * 60 * 1000,
-	maxWorkers: 1,
+	// Two files at a time (E2E_WORKERS to change it). Each file runs its own n8n, with its own
+	// database, user folder and ports, and most of a file's time is spent waiting (on leases, on a
+	// slow destination, on n8n's boot), so two share a 2-core machine well.
+	maxWorkers: Number(process.env.E2E_WORKERS || 2),
 	verbose: true,
 };
