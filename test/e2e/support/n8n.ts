@@ -822,7 +822,18 @@ export class N8nInstance {
 		const exit = result.signal ? `signal ${result.signal}` : `exit ${result.code}`;
 		this.logStream?.write(`\n===== n8n execute --id=${id} (${exit}, ${Math.round(ms)} ms) =====\n${result.stderr}\n`);
 		const parsed = parseRawOutput(result.stdout);
-		if ((result.code !== 0 || parsed === undefined) && !opts.allowFailure) {
+		// n8n 1.123.81 on Node 22 is sometimes killed by SIGSEGV after it printed a complete, finished
+		// run (seen in 1 of about 26 runs under its vm engine; issue 32 item 8 looks for the cause). The
+		// run itself is whole, so it is taken, and the crash is reported in the test output and the
+		// n8n log, never dropped. Any other signal, or a crash before a finished run, fails as before.
+		const crashedAfterRun =
+			result.signal !== null && CRASH_SIGNALS.includes(result.signal) && parsed?.finished === true && parsed?.status === 'success';
+		if (crashedAfterRun) {
+			const note = `n8n execute --id=${id} printed a finished, successful run, then died by ${result.signal} (n8n ${this.runtime.version}); the run is used`;
+			this.logStream?.write(`${note}\n`);
+			console.warn(`[e2e] ${note}`);
+		}
+		if ((result.code !== 0 || parsed === undefined) && !opts.allowFailure && !crashedAfterRun) {
 			throw new Error(
 				`n8n execute --id=${id} failed (${exit}):\n${tail(result.stdout, 40)}\n${tail(result.stderr, 40)}`,
 			);
@@ -902,6 +913,9 @@ export async function startN8n(options: StartOptions = {}): Promise<N8nInstance>
 }
 
 /** Finds the run JSON in `n8n execute --rawOutput` stdout (log lines may surround it). */
+/** Signals of a process that crashed by itself (not one we or a timeout sent). */
+const CRASH_SIGNALS: NodeJS.Signals[] = ['SIGSEGV', 'SIGBUS', 'SIGABRT'];
+
 export function parseRawOutput(stdout: string): any {
 	const lines = stdout.split('\n');
 	for (let i = 0; i < lines.length; i++) {
