@@ -31,6 +31,10 @@ import { namespaceReader, sharedNamespaceOption } from './scope';
 import { testNamespace } from './testRuns';
 
 export const GATE_TYPE_SUFFIX = '.dedupeGate';
+/** A Start Step begins a guarded region: the items it lets through carry its claim of the region's step. */
+export const START_STEP_TYPE_SUFFIX = '.startStep';
+/** The nodes whose output items carry a claim that later nodes take by lineage. */
+const KEY_SOURCE_SUFFIXES = [GATE_TYPE_SUFFIX, START_STEP_TYPE_SUFFIX];
 /** The nodes that take a gate's unit of work from it and record it (its key comes to them by lineage). */
 const RECORDER_TYPE_SUFFIXES = ['.markStepDone', '.guardedSend'];
 
@@ -53,6 +57,8 @@ export interface UnitKey {
 	via: string;
 	/** The gate's claim, when known: the step it claimed and its fencing token. */
 	claim?: { step: string; fence: number };
+	/** Set when the claim is a Start Step's: the region the item is inside (the step is `claim.step`). */
+	region?: { start: string; step: string };
 }
 
 type FactsKey = Omit<UnitKey, 'via'>;
@@ -80,7 +86,8 @@ export function factsKey(value: unknown): FactsKey | null {
 		typeof facts.fence === 'number' && Number.isSafeInteger(facts.fence) && typeof facts.step === 'string'
 			? { step: facts.step, fence: facts.fence }
 			: undefined;
-	return { namespace: facts.namespace, key: facts.key, ...(claim ? { claim } : {}) };
+	const region = claim && typeof facts.region === 'string' ? { start: facts.region, step: claim.step } : undefined;
+	return { namespace: facts.namespace, key: facts.key, ...(claim ? { claim } : {}), ...(region ? { region } : {}) };
 }
 
 /**
@@ -114,10 +121,10 @@ export function lineageResolver(ctx: IExecuteFunctions): LineageResolver {
 	let proxy: IWorkflowDataProxyData | null = null;
 	let source: ISourceData[] | null = null;
 
-	/** Dedupe Gates upstream, nearest first (graph distance). Computed once, on first need. */
+	/** Dedupe Gates and Start Steps upstream, nearest first (graph distance). Computed once, on first need. */
 	const upstreamGates = (): Gate[] => {
 		if (gates) return gates;
-		const all = ctx.getParentNodes(self).filter((n) => n.type.endsWith(GATE_TYPE_SUFFIX) && !n.disabled);
+		const all = ctx.getParentNodes(self).filter((n) => !n.disabled && KEY_SOURCE_SUFFIXES.some((suffix) => n.type.endsWith(suffix)));
 		const found: Gate[] = [];
 		const remaining = new Set(all.map((n) => n.name));
 		for (let depth = 1; remaining.size > 0 && depth <= 1000; depth++) {

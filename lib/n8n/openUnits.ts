@@ -20,8 +20,49 @@ export interface UnitId {
 }
 
 const openByExecution = new WeakMap<object, Set<string>>();
+/** Regions a Start Step of this execution began: unit id → the steps not yet ended by Mark Step Done. */
+const regionsByExecution = new WeakMap<object, Map<string, Set<string>>>();
 
 const idOf = (unit: UnitId) => `${unit.namespace}\u0000${unit.key}`;
+
+/** A guarded region of one unit: the step a Start Step claimed for it. */
+export interface RegionId extends UnitId {
+	step: string;
+}
+
+/**
+ * A Start Step began these regions: their units are not done until a Mark Step Done ends each
+ * region (records its step, whatever the status). An execution that succeeds with a region still
+ * open (the item never reached the end: a filter dropped it, a branch was not wired) leaves its
+ * unit open, so that the next delivery reaches the Start Step, which then finds the step it
+ * cannot vouch for (Check First or Needs Review) instead of a unit marked done over it.
+ */
+export function startRegions(ctx: IExecuteFunctions, regions: Iterable<RegionId>): void {
+	const execution = executionOf(ctx);
+	if (!execution) return;
+	let started = regionsByExecution.get(execution);
+	for (const region of regions) {
+		if (!started) regionsByExecution.set(execution, (started = new Map()));
+		const id = idOf(region);
+		let steps = started.get(id);
+		if (!steps) started.set(id, (steps = new Set()));
+		steps.add(region.step);
+	}
+}
+
+/** A Mark Step Done recorded these steps: their regions are ended. */
+export function endRegions(ctx: IExecuteFunctions, regions: Iterable<RegionId>): void {
+	const execution = executionOf(ctx);
+	const started = execution ? regionsByExecution.get(execution) : undefined;
+	if (!started) return;
+	for (const region of regions) {
+		const id = idOf(region);
+		const steps = started.get(id);
+		if (!steps) continue;
+		steps.delete(region.step);
+		if (steps.size === 0) started.delete(id);
+	}
+}
 
 /** Marks these units as left not done by this execution. */
 export function leaveUnitsOpen(ctx: IExecuteFunctions, units: Iterable<UnitId>): void {
@@ -34,10 +75,17 @@ export function leaveUnitsOpen(ctx: IExecuteFunctions, units: Iterable<UnitId>):
 	}
 }
 
-/** Asks, at any later time (the end of the execution), whether a node of this execution left the unit open. */
+/**
+ * Asks, at any later time (the end of the execution), whether a node of this execution left the
+ * unit open, or began a region of it that no Mark Step Done ended.
+ */
 export function openUnitsOf(ctx: IExecuteFunctions): (unit: UnitId) => boolean {
 	const execution = executionOf(ctx);
-	return (unit) => (execution ? (openByExecution.get(execution)?.has(idOf(unit)) ?? false) : false);
+	return (unit) => {
+		if (!execution) return false;
+		const id = idOf(unit);
+		return (openByExecution.get(execution)?.has(id) ?? false) || (regionsByExecution.get(execution)?.has(id) ?? false);
+	};
 }
 
 /** An item a node did not finish, with the unit it acted on (when its key could be read). */

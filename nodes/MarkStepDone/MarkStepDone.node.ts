@@ -53,7 +53,7 @@ export class MarkStepDone implements INodeType {
 				type: 'string',
 				default: '',
 				placeholder: 'e.g. invoiceCreate',
-				description: 'Name of the step to record. Leave empty to record the unit of work itself: the key the Dedupe Gate let through is then done.',
+				description: 'Name of the step to record. Leave empty to record the step its Start Step started (at the end of a region), or else the unit of work itself: the key the Dedupe Gate let through is then done.',
 			},
 			{
 				displayName: 'Status',
@@ -111,6 +111,25 @@ export class MarkStepDone implements INodeType {
 						description: 'Whether to give the unit of work itself (the key the Dedupe Gate let through) the same status, so the gate treats that key as done. Only used when a step name is set.',
 					},
 					...durationOptions(KEEP_RECORD),
+					{
+						displayName: 'Items With an Error',
+						name: 'errorItems',
+						type: 'options',
+						options: [
+							{
+								name: 'Record as Failed, Retry Later',
+								value: 'failed',
+								description: 'The action did not happen; the next run does it again',
+							},
+							{
+								name: 'Record With the Status Above',
+								value: 'status',
+								description: 'The error still means the action happened (for example "already exists")',
+							},
+						],
+						default: 'failed',
+						description: 'At the end of a region: what an item that carries the error of a node set to "On Error: Continue" is recorded as',
+					},
 					editorTestRunsOption(false, 'When the key comes from the Dedupe Gate (automatic), the gate\'s own setting applies, so this matters only for a key given as an expression.'),
 					{
 						displayName: 'Record Even if Another Run Holds the Key',

@@ -9,8 +9,8 @@ import { FACTS_FIELD, factsOf, itemWithFacts, type Outcome } from '../../lib/n8n
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { parseJson } from '../GuardedSend/params';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
-import { authorityFor, unitKeyReader, type UnitKeyReader } from '../../lib/n8n/lineage';
-import { leaveItemsOpen } from '../../lib/n8n/openUnits';
+import { authorityFor, START_STEP_TYPE_SUFFIX, unitKeyReader, type UnitKey, type UnitKeyReader } from '../../lib/n8n/lineage';
+import { endRegions, leaveItemsOpen } from '../../lib/n8n/openUnits';
 import { readDurationOption } from '../../lib/n8n/scope';
 import { KEEP_RECORD } from './options';
 
@@ -21,7 +21,8 @@ interface Config {
 	key: UnitKeyReader;
 	step: string;
 	status: Final;
-	alsoUnit: boolean;
+	/** "Also Record the Unit of Work": applies to items whose step is not the unit itself. */
+	completeUnit: boolean;
 	externalId: ValueSource;
 	result: (itemIndex: number, item: INodeExecutionData) => unknown;
 	ttlMs: number;
@@ -30,6 +31,10 @@ interface Config {
 	 * in progress is then written too. The gate's claim still goes with every write (authorityFor).
 	 */
 	holder: string | undefined;
+	/** What an item that ends a region and carries n8n's error (On Error: Continue) is recorded as. */
+	onErrorItem: 'failed' | 'status';
+	/** The Start Steps upstream, by the step each begins (to tell an item that never passed its start). */
+	starts: Map<string, string>;
 }
 
 /** The largest result stored per step, as JSON text (the HTTP response body cap of Guarded Send). */
@@ -102,13 +107,54 @@ function readConfig(ctx: IExecuteFunctions): Config {
 		key: unitKeyReader(ctx),
 		step,
 		status,
-		alsoUnit: step !== UNIT_STEP && options.completeUnit === true,
+		completeUnit: options.completeUnit === true,
 		externalId: parameterSource(ctx, 'externalId'),
 		result: resultReader(ctx),
 		ttlMs: readDurationOption(ctx, KEEP_RECORD),
 		holder: options.overrideClaim === true ? undefined : `execution:${ctx.getExecutionId() ?? 'unknown'}`,
+		onErrorItem: options.errorItems === 'status' ? 'status' : 'failed',
+		starts: upstreamStarts(ctx),
 	};
 }
+
+/** Enabled Start Steps upstream of this node, by the step each begins. */
+function upstreamStarts(ctx: IExecuteFunctions): Map<string, string> {
+	const starts = new Map<string, string>();
+	for (const parent of ctx.getParentNodes(ctx.getNode().name, { includeNodeParameters: true })) {
+		if (parent.disabled || !parent.type.endsWith(START_STEP_TYPE_SUFFIX)) continue;
+		const step = String((parent as { parameters?: IDataObject }).parameters?.step ?? '').trim();
+		if (step !== '' && !starts.has(step)) starts.set(step, parent.name);
+	}
+	return starts;
+}
+
+/**
+ * The step an item's record is for. Inside a region (the item came through a Start Step's Run or
+ * Check First output), an empty Step means the region's step, and any other name is a mistake.
+ * A named step that a Start Step upstream begins needs an item that passed through that start.
+ */
+function stepFor(config: Config, unit: UnitKey, itemIndex: number, self: string): string {
+	const region = unit.region;
+	if (region) {
+		if (config.step === UNIT_STEP || config.step === region.step) return region.step;
+		throw new LedgerInputError(
+			`Item ${itemIndex} is inside the region "${region.step}" that "${region.start}" started, but this node records the step "${config.step}"`,
+			`Leave Step empty: "${self}" then records the step its Start Step started. Or give both nodes the same Step.`,
+		);
+	}
+	const start = config.starts.get(config.step);
+	if (config.step !== UNIT_STEP && start) {
+		throw new LedgerInputError(
+			`Item ${itemIndex} did not come through "${start}", which starts the step "${config.step}", so there is no start of that step to end here; nothing was recorded`,
+			`Connect "${self}" after the nodes of the region that follow the Run (or Check First) output of "${start}". Items from its other outputs are not inside the region.`,
+		);
+	}
+	return config.step;
+}
+
+/** Whether n8n handed on this item after its node failed (On Error: Continue): its JSON carries the error. */
+const carriesNodeError = (item: INodeExecutionData): boolean =>
+	item.error !== undefined || (item.json !== null && typeof item.json === 'object' && item.json.error !== undefined && item.json.error !== null);
 
 export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 	const items = this.getInputData();
@@ -129,18 +175,24 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 
 	// One request (two with "Also Record the Unit of Work") per valid item; bad items write nothing.
 	const requests: RecordRequest[] = [];
-	const valid: Array<{ index: number; at: number; claimed: boolean }> = [];
+	const valid: Array<{ index: number; at: number; claimed: boolean; withUnit: boolean; region: boolean }> = [];
 	for (let i = 0; i < items.length; i++) {
 		try {
 			const item = items[i];
 			const unit = config.key.read(i, item);
 			const { namespace, key } = unit;
+			const step = stepFor(config, unit, i, node.name);
+			// Inside a region, an item that carries its node's error (On Error: Continue) did not
+			// happen, unless the builder said such errors mean it did.
+			const failedInside = unit.region !== undefined && config.onErrorItem === 'failed' && carriesNodeError(item);
+			const status: Final = failedInside ? 'failed_retryable' : config.status;
 			const externalId = externalIdText(config.externalId.read(i, item));
 			const result = storedResult(config.result(i, item));
-			valid.push({ index: i, at: requests.length, claimed: unit.claim !== undefined });
-			requests.push({ namespace, key, step: config.step, status: config.status, externalId, result, ...authorityFor(unit, config.step) });
-			if (config.alsoUnit) {
-				requests.push({ namespace, key, step: UNIT_STEP, status: config.status, externalId, result, ...authorityFor(unit, UNIT_STEP) });
+			const withUnit = config.completeUnit && step !== UNIT_STEP;
+			valid.push({ index: i, at: requests.length, claimed: unit.claim !== undefined, withUnit, region: unit.region !== undefined });
+			requests.push({ namespace, key, step, status, externalId, result, ...authorityFor(unit, step) });
+			if (withUnit) {
+				requests.push({ namespace, key, step: UNIT_STEP, status, externalId, result, ...authorityFor(unit, UNIT_STEP) });
 			}
 		} catch (error) {
 			fail(i, error);
@@ -158,13 +210,14 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 		return [out.filter((x): x is INodeExecutionData => x !== undefined)];
 	}
 	// A step recorded as failed or for review is not done, so its unit is not either (lib/n8n/openUnits.ts).
-	if (config.status !== 'completed') {
-		leaveItemsOpen(this, valid.map(({ index, at }) => ({ index, item: items[index], unit: requests[at] })), config.key.kind === 'lineage');
-	}
-	for (const { index, at, claimed } of valid) {
+	const notDone = valid.filter(({ at }) => requests[at].status !== 'completed');
+	leaveItemsOpen(this, notDone.map(({ index, at }) => ({ index, item: items[index], unit: requests[at] })), config.key.kind === 'lineage');
+	// The regions these items were inside are ended, whatever they were recorded as.
+	endRegions(this, valid.filter(({ at, region }) => region && written[at].kind === 'written').map(({ at }) => requests[at]));
+	for (const { index, at, claimed, withUnit } of valid) {
 		const q = requests[at];
 		const record = written[at];
-		const unit = config.alsoUnit ? written[at + 1] : undefined;
+		const unit = withUnit ? written[at + 1] : undefined;
 		const refused = [
 			record.kind === 'lost_lease' ? `the step "${q.step || '(unit)'}"` : null,
 			unit?.kind === 'lost_lease' ? 'the unit of work' : null,
@@ -176,6 +229,9 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 		const facts: IDataObject = { ...factsOf('recorded' as Outcome, q.namespace, q.key, q.step, record.record) };
 		delete facts.result;
 		if (unit?.kind === 'written') facts.unitStatus = unit.record.status;
+		if (q.status !== config.status) {
+			facts.detail = 'The item carries the error of the node before it (On Error: Continue), so the step was recorded as failed, retry later: the next run does it again. Set "Items With an Error" to "Record With the Status Above" if such an error means it happened.';
+		}
 		out[index] = itemWithFacts(items[index], index, facts);
 	}
 	return [out.filter((x): x is INodeExecutionData => x !== undefined)];
