@@ -6,7 +6,9 @@
  * - an event delivered again after its execution finished: one call, the repeat is Duplicate;
  * - a storm of 20 concurrent deliveries of one event: one call;
  * - an event whose first execution failed after the gate: the next delivery goes through at once
- *   (no lease to wait for) and the call succeeds, once.
+ *   (no lease to wait for) and the call succeeds, once;
+ * - a storm through a guarded region (Start Step → HTTP Request → Mark Step Done): 30 events × 4
+ *   concurrent copies, then each again: one call per event.
  */
 import { randomUUID } from 'crypto';
 import * as http from 'http';
@@ -69,6 +71,35 @@ function flow(credentialId: string, path: string, url: string): WorkflowJson {
 	};
 }
 
+/** Webhook (answers at once) → Dedupe Gate (defaults) → Start Step → Call API → Mark Step Done: a guarded region. */
+function regionFlow(credentialId: string, path: string, url: string): WorkflowJson {
+	const ledgerRef = { credentials: { idempotencyPostgresApi: { id: credentialId, name: 'Idempotency Ledger' } } };
+	return {
+		name: 'e2e queue mode: a guarded region',
+		nodes: [
+			webhook(path, 'onReceived'),
+			node('Dedupe Gate', `${PKG}.dedupeGate`, { keyExpression: '={{ $json.body.id }}' }, ledgerRef),
+			node('Start Step', `${PKG}.startStep`, { step: 'call api' }, ledgerRef),
+			node('Call API', 'n8n-nodes-base.httpRequest', {
+				method: 'POST',
+				url,
+				sendBody: true,
+				specifyBody: 'json',
+				jsonBody: "={{ JSON.stringify({ id: $('Webhook').item.json.body.id }) }}",
+				options: {},
+			}, { typeVersion: 4.2 }),
+			node('Mark Step Done', `${PKG}.markStepDone`, { status: 'completed' }, ledgerRef),
+		],
+		connections: {
+			Webhook: { main: [[{ node: 'Dedupe Gate', type: 'main', index: 0 }]] },
+			'Dedupe Gate': { main: [[{ node: 'Start Step', type: 'main', index: 0 }]] },
+			'Start Step': { main: [[{ node: 'Call API', type: 'main', index: 0 }]] },
+			'Call API': { main: [[{ node: 'Mark Step Done', type: 'main', index: 0 }]] },
+		},
+		settings: { executionOrder: 'v1' },
+	};
+}
+
 const outcomeOf = (execution: N8nExecution): string => {
 	const names = ['New', 'Duplicate', 'In Progress'];
 	return names.find((_, output) => nodeOutput(execution, 'Dedupe Gate', output).length > 0) ?? 'none';
@@ -78,7 +109,9 @@ describe('e2e: Dedupe Gate with its defaults in queue mode (a main instance and 
 	let n8n: N8nInstance | undefined;
 	let api: Awaited<ReturnType<typeof countingServer>>;
 	let workflowId = '';
+	let regionWorkflowId = '';
 	const path = `queue-${randomUUID().slice(0, 8)}`;
+	const regionPath = `queue-region-${randomUUID().slice(0, 8)}`;
 	let seen = 0;
 
 	beforeAll(async () => {
@@ -89,6 +122,7 @@ describe('e2e: Dedupe Gate with its defaults in queue mode (a main instance and 
 		await n8n.createApiKey();
 		const credential = await n8n.createCredential({ name: 'Idempotency Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) });
 		workflowId = await n8n.deploy(flow(credential.id, path, api.url));
+		regionWorkflowId = await n8n.deploy(regionFlow(credential.id, regionPath, api.url));
 	});
 
 	afterAll(async () => {
@@ -137,4 +171,19 @@ describe('e2e: Dedupe Gate with its defaults in queue mode (a main instance and 
 		expect(outcomeOf(after)).toBe('Duplicate');
 		expect(api.calls('evt_fails_once')).toBe(2);
 	});
+
+	test('a storm through a guarded region: 30 events × 4 concurrent copies, then each again: one call per event', async () => {
+		const ids = Array.from({ length: 30 }, (_, i) => `evt_region_${i}`);
+		const storm = ids.flatMap((id) => [id, id, id, id]);
+		const answers = await Promise.all(storm.map((id) => n8n!.post(regionPath, { id })));
+		expect(answers.map((a) => a.status)).toEqual(storm.map(() => 200));
+		await n8n!.waitForExecutions(regionWorkflowId, storm.length, { timeoutMs: 180_000 });
+		await Promise.all(ids.map((id) => n8n!.post(regionPath, { id })));
+		await n8n!.waitForExecutions(regionWorkflowId, storm.length + ids.length, { timeoutMs: 180_000 });
+		const calls = ids.map((id) => api.calls(id));
+		expect(calls.filter((c) => c !== 1)).toEqual([]);
+		const steps = await ledger.rows("step = 'call api' AND key LIKE 'evt_region_%'");
+		expect(steps.map((r) => r.status).filter((s) => s !== 'completed')).toEqual([]);
+		expect(steps).toHaveLength(ids.length);
+	}, 300_000);
 });

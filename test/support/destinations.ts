@@ -335,7 +335,7 @@ export async function smtpServer(options: { plan?: Plan; user?: string; password
 			stream.on('end', async () => {
 				const raw = Buffer.concat(chunks).toString('utf8');
 				const n = ++state.requests;
-				const behaviour = plan(n, { path: 'DATA' });
+				const behaviour = plan(n, { path: 'DATA', key: header(raw, 'Subject') ?? undefined });
 				if (behaviour.kind === 'status') {
 					return callback(Object.assign(new Error(behaviour.status >= 500 ? 'Mailbox unavailable' : 'Try again later'), { responseCode: behaviour.status }));
 				}
