@@ -49,6 +49,8 @@ const GATE_DUPLICATE = 1;
 const acted = new Map<string, number>();
 /** Keys for which `test.act` fails (the way the node before Mark Step Done can fail). */
 const failing = new Set<string>();
+/** Keys for which `test.act` takes this long (a slow destination). */
+const slow = new Map<string, number>();
 
 /** Stands for any n8n node inside the region: it acts once per item and says so. */
 class ActFixture implements INodeType {
@@ -65,6 +67,8 @@ class ActFixture implements INodeType {
 	};
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		const wait = Math.max(0, ...this.getInputData().map((item) => slow.get(String(item.json.id)) ?? 0));
+		if (wait > 0) await new Promise((r) => setTimeout(r, wait));
 		return [
 			this.getInputData().map((item, index) => {
 				const id = String(item.json.id);
@@ -306,6 +310,31 @@ function suite(backend: Backend) {
 			expect(outputOf(at, 'Start')).toBe(IN_PROGRESS);
 			expect(at.ran('Act')).toBe(false);
 		});
+	});
+
+	test('a region that takes longer than "Hold Step For": In Progress while it holds the step; once the maximum passed, the next run goes to Needs Review, never to Run; the slow run\'s late record is refused', async () => {
+		const { wf, id } = fresh();
+		const shape: Shape = { start: { options: { lease: 2, leaseUnit: 'seconds' } } };
+		slow.set(id, 3_500);
+		const first = deliver(wf, id, shape);
+		await new Promise((r) => setTimeout(r, 1_200));
+		// Past the 1 s short lease: the keeper renewed it.
+		const during = await deliver(wf, id, shape);
+		expect(outputOf(during, 'Gate')).toBe(2);
+		const direct = { ...shape, start: { ...shape.start, keyFrom: 'expression', keyExpression: '={{ $json.id }}' } };
+		const { nodes, connections } = flow(id, direct);
+		const startOnly = () => runWorkflow({ id: wf, nodes: nodes.filter((n) => n.name !== 'Gate'), connections: { ...connections, Webhook: { main: [[{ node: 'Start', type: 'main', index: 0 }]] } } }, { credentials: fx.credentials, nodeTypes, workflowId: wf });
+		expect(outputOf(await startOnly(), 'Start')).toBe(IN_PROGRESS);
+		// The 2 s maximum passed (and its last lease with it): the step is free, but only for a check.
+		await new Promise((r) => setTimeout(r, 1_500));
+		slow.delete(id);
+		const after = await startOnly();
+		expect(outputOf(after, 'Start')).toBe(REVIEW);
+		expect(facts(after.outputs('Start')[REVIEW][0])).toMatchObject({ reason: 'may_have_run' });
+		const late = await first;
+		expect(late.nodeError('Record')?.message ?? '').toMatch(/Another run has the key/);
+		expect((await rows(wf, id)).step).toMatchObject({ status: 'needs_review' });
+		expect(acted.get(id)).toBe(1);
 	});
 
 	describe('On Error: Continue inside the region', () => {
