@@ -62,7 +62,7 @@ const SMOKE = [
 	{
 		file: 'queueMode',
 		tests: 'e2e: Dedupe Gate with its defaults in queue mode',
-		why: "the execution-end hooks, in a queue-mode worker (addHandler on 2.x and late 1.x, hookFunctions before) and how each version reports a failed run to them; and one storm: 20 concurrent deliveries across a main instance and two workers",
+		why: "the execution-end hooks, in a queue-mode worker (addHandler on 2.x and late 1.x, hookFunctions before) and how each version reports a failed run to them; and one storm: 20 concurrent deliveries across a main instance and two workers; and a storm through a Start Step region, whose \"not ended\" rule keys on the execution's hooks object (lib/n8n/openUnits.ts), which differs between versions",
 	},
 	{
 		file: 'badInput',
