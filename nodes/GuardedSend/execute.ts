@@ -43,6 +43,7 @@ import { httpModule } from './channels/http';
 import { slackModule } from './channels/slack';
 import { HOLD_STEP, KEEP_RECORDS } from './options';
 import { numberOption } from './params';
+import { isToolCall, toolOutputs } from './toolAnswer';
 
 export const CHANNELS: Record<string, ChannelModule> = { http: httpModule, slack: slackModule, email: emailModule };
 
@@ -115,7 +116,8 @@ function readConfig(ctx: IExecuteFunctions): Config {
 		ttlMs: readDurationOption(ctx, KEEP_RECORDS),
 		whenInProgress,
 		maxWaitMs: whenInProgress === 'wait' ? numberOption(options.maxWait, 'Max Wait', 1, 3600, 60) * 1000 : 0,
-		onMismatch: (options.onMismatch ?? 'review') as Config['onMismatch'],
+		// An agent rewords as a matter of course: as its tool, a repeat in other words is already sent.
+		onMismatch: (options.onMismatch ?? (isToolCall(ctx) ? 'skip' : 'review')) as Config['onMismatch'],
 		completeUnit: options.completeUnit === true,
 		concurrency: Math.floor(numberOption(options.concurrency, 'Sends at Once', 1, 100, 5)),
 		batchSize: Math.floor(numberOption(options.batchSize, 'Batch Size', 1, 5000, 100)),
@@ -174,6 +176,8 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	// and let the phase it reached decide (same key again for HTTP, Needs Review for Slack/email).
 	const reclaimOwnLease = knownExecution !== undefined && knownExecution !== '';
 	const workflowId = this.getWorkflow().id ?? null;
+	// As an AI Agent's tool, every item is answered in words, errors included (toolAnswer.ts).
+	const toolCall = isToolCall(this);
 
 	let config: Config;
 	let adapter: ChannelAdapter;
@@ -181,6 +185,12 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	try {
 		config = readConfig(this);
 		keys = unitKeyReader(this);
+		if (toolCall && keys.kind === 'lineage') {
+			throw new LedgerInputError(
+				'As an AI Agent\'s tool, Guarded Send needs a key of its own for each message',
+				'Set "Key From" to "Expression" and build the key from what the model fills in, such as {{ $fromAI("recipient") }}-{{ $fromAI("purpose") }}: the same recipient and purpose then count as one message, however the model words it.',
+			);
+		}
 		adapter = await CHANNELS[config.channelName].open(this, { timeoutMs: config.timeoutMs, concurrency: config.concurrency });
 	} catch (error) {
 		throw toNodeError(node, error);
@@ -195,7 +205,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	};
 	const fail = (index: number, error: unknown) => {
 		const nodeError = toNodeError(node, error, index);
-		if (!continueOnFail) throw nodeError;
+		if (!continueOnFail && !toolCall) throw nodeError;
 		routed[index] = { output: REVIEW, facts: { outcome: 'needs_review', reason: 'error' }, error: nodeError };
 	};
 
@@ -220,7 +230,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		try {
 			ledger = await openLedger(this);
 		} catch (error) {
-			if (!continueOnFail) throw toNodeError(node, error);
+			if (!continueOnFail && !toolCall) throw toNodeError(node, error);
 			for (const p of prepared) fail(p.index, error);
 			return collect();
 		}
@@ -244,7 +254,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			for (const p of waiting) routeInProgress(p, null, true);
 		} catch (error) {
 			// The ledger failed mid-run (fail closed: nothing more is sent), or an item failed hard.
-			if (!continueOnFail) throw toNodeError(node, error);
+			if (!continueOnFail && !toolCall) throw toNodeError(node, error);
 			for (const p of prepared) if (!routed[p.index]) fail(p.index, error);
 		}
 	} finally {
@@ -554,7 +564,9 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			return new LedgerInputError(detail, 'The same key must always describe the same message. Check the key, or set "When the Content Differs" to route these items.');
 		}
 		if (config.onMismatch === 'skip' && record?.status === 'completed') {
-			route(p.index, SKIPPED, facts('skipped', p.row, record, { reason: 'mismatch', detail, ...provenance(record) }));
+			// What this item asked to send is kept with it, as evidence of the other wording.
+			const attempted = adapter.describe?.(p.message) ?? null;
+			route(p.index, SKIPPED, facts('skipped', p.row, record, { reason: 'mismatch', detail, ...provenance(record), attempted }));
 		} else {
 			route(p.index, REVIEW, facts('needs_review', p.row, record, { reason: 'mismatch', detail }));
 		}
@@ -580,6 +592,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		// Not Sent and not Skipped: the send is not done, so the unit is not either (lib/n8n/openUnits.ts).
 		const unsent = items.flatMap((item, index) => (routed[index]?.output === SENT || routed[index]?.output === SKIPPED ? [] : [{ index, item, unit: units[index] }]));
 		leaveItemsOpen(ctx, unsent, keys.kind === 'lineage');
+		if (toolCall) return toolOutputs(routed, 4);
 		const outputs: INodeExecutionData[][] = [[], [], [], []];
 		for (let i = 0; i < items.length; i++) {
 			const r = routed[i];
