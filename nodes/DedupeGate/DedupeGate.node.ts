@@ -134,7 +134,7 @@ export class DedupeGate implements INodeType {
 						name: 'When the Execution Succeeds',
 						value: 'auto',
 						description:
-							'A key is held while this execution runs and counts as done when it ends without an error, unless a Guarded Send in it did not send for that key (Needs Review, In Progress) or a Mark Step Done recorded one of its steps as failed or for review: those keys, and all keys of a failed execution, are let through again at once. After a crash a key is free within 30 seconds.',
+							'A key is held while this execution runs and counts as done when it ends without an error, unless a Guarded Send in it did not send for that key (Needs Review, In Progress) or a Mark Step Done recorded one of its steps as failed or for review: those keys, and all keys of a failed execution, are let through again at once. After a crash the key is free within 30 seconds and the work after the gate runs again (at least once): guard a node that must not run twice with Start Step or Guarded Send.',
 					},
 					{
 						name: 'When Mark Step Done Records It',
