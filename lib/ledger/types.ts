@@ -60,7 +60,8 @@ export interface LedgerRecord extends RowId {
 	 * Recovery point set by `markPhase` (e.g. `sending`). Null when no phase was marked since the
 	 * last claim. A claim clears it, except `sending`, which a takeover keeps (so that a second
 	 * crash cannot lose it); a record clears it, except `needs_review`, which keeps `sending`: the
-	 * message may have gone out, and a person must say whether it did.
+	 * message may have gone out, and a person must say whether it did (and a `failed_retryable`
+	 * write with `keepSending`: the destination will be asked again).
 	 */
 	phase: string | null;
 	firstSeenAt: Date;
@@ -140,6 +141,14 @@ export interface RecordRequest extends RowId {
 	 * row written.
 	 */
 	claim?: ClaimRef | null;
+	/**
+	 * Only for a `failed_retryable` write with a `fence`: the row keeps the phase `sending` it has
+	 * (its own, or the one its claim took over), as `needs_review` does. The step may have gone out
+	 * and nobody could tell yet; the next claim takes it at once and reports `previousPhase`
+	 * `sending`, so it asks again instead of sending. Kept until recorded or resolved, like any row
+	 * in phase `sending`. Ignored on other writes.
+	 */
+	keepSending?: boolean;
 }
 
 export interface RecordOptions {

@@ -827,6 +827,38 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect(await ledger.get(ns, 'nr2')).toEqual([]);
 		});
 
+		test('failed_retryable with keepSending keeps the sending phase: the next claim takes it at once and learns it may have gone out', async () => {
+			const dead = claimedRecord((await ledger.claim([req('ks', { step: 'slack' })], lease('dead', 300)))[0]);
+			await mark([{ key: 'ks', step: 'slack', fence: dead.fence }]);
+			await sleep(500);
+			const checker = claimedRecord((await ledger.claim([req('ks', { step: 'slack' })], lease('checker')))[0]);
+			const [later] = await ledger.record(
+				[{ ...id('ks', 'slack'), status: 'failed_retryable', fence: checker.fence, keepSending: true, result: { reason: 'check_later', checks: 1 } }],
+				{ ttlMs: 300 },
+			);
+			expect(writtenRecord(later)).toMatchObject({ status: 'failed_retryable', phase: 'sending', leaseHolder: null });
+			// Kept past its retention, and not freed without a resolution.
+			await sleep(500);
+			expect((await ledger.get(ns, 'ks')).map((r) => [r.status, r.phase])).toEqual([['failed_retryable', 'sending']]);
+			expect((await ledger.list({ namespace: ns, sending: true, limit: 10 })).records.map((r) => r.key)).toEqual(['ks']);
+			const [next] = await ledger.claim([req('ks', { step: 'slack' })], lease('next'));
+			expect(next).toMatchObject({
+				kind: 'claimed',
+				previousStatus: 'failed_retryable',
+				previousPhase: 'sending',
+				record: { phase: 'sending', result: { reason: 'check_later', checks: 1 } },
+			});
+			// Without keepSending (or on another status) the phase is cleared as before.
+			const plain = claimedRecord((await ledger.claim([req('ks2', { step: 'slack' })], lease('a')))[0]);
+			await mark([{ key: 'ks2', step: 'slack', fence: plain.fence }]);
+			const [cleared] = await ledger.record([{ ...id('ks2', 'slack'), status: 'failed_retryable', fence: plain.fence }], { ttlMs: DAY });
+			expect(writtenRecord(cleared)).toMatchObject({ status: 'failed_retryable', phase: null });
+			const done = claimedRecord((await ledger.claim([req('ks3', { step: 'slack' })], lease('a')))[0]);
+			await mark([{ key: 'ks3', step: 'slack', fence: done.fence }]);
+			const [completed] = await ledger.record([{ ...id('ks3', 'slack'), status: 'completed', fence: done.fence, keepSending: true }], { ttlMs: DAY });
+			expect(writtenRecord(completed)).toMatchObject({ status: 'completed', phase: null });
+		});
+
 		describe('daily counters', () => {
 			const today = async (namespace = ns) => {
 				const days = await ledger.readCounts(namespace, 1);

@@ -621,10 +621,12 @@ SELECT
 	 * The columns a settled row gets, shared by both record statements. `i` is the request (its
 	 * status, fingerprint, external_id and result), `l` the row as it is. A `needs_review` row keeps the phase `sending`
 	 * (its own, or the one the claim it belongs to took over): the message may have gone out. Such
-	 * a row is kept until a person resolves it; every other row lives `$ttl` from now.
+	 * a row is kept until a person resolves it; every other row lives `$ttl` from now. `keepSending`
+	 * (SQL, true for a fenced failed_retryable write with keepSending) keeps the phase the same way.
 	 */
-	private settledColumns(i: string, ttl: string): string {
-		const phase = `CASE WHEN ${i}.status = 'needs_review' AND l.expires_at > now() THEN coalesce(l.phase, CASE WHEN l.status = 'in_progress' THEN l.previous_phase END) END`;
+	private settledColumns(i: string, ttl: string, keepSending = 'false'): string {
+		const keeps = `(${i}.status = 'needs_review' OR (${i}.status = 'failed_retryable' AND ${keepSending}))`;
+		const phase = `CASE WHEN ${keeps} AND l.expires_at > now() THEN coalesce(l.phase, CASE WHEN l.status = 'in_progress' THEN l.previous_phase END) END`;
 		return `status = ${i}.status,
 	lease_holder = NULL,
 	lease_expires_at = NULL,
@@ -668,14 +670,15 @@ SELECT
 	 * released or expired: the claim is gone). Rows are locked in byte order first, then re-checked
 	 * on their latest version.
 	 * $1..$7 arrays (namespace, key, step, status, fingerprint, external id, result), $8 fences, $9 ttl ms,
-	 * $10 only rows still in progress, $11 / $12 the steps and fences of the claims named (null: none).
+	 * $10 only rows still in progress, $11 / $12 the steps and fences of the claims named (null: none),
+	 * $13 keepSending per request.
 	 */
 	private recordFencedSql(): string {
 		const t = this.t;
 		return `
 WITH i AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::bigint[], $11::text[], $12::bigint[])
-		AS i(ns, k, st, status, fingerprint, external_id, result, fence, claim_step, claim_fence)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::bigint[], $11::text[], $12::bigint[], $13::boolean[])
+		AS i(ns, k, st, status, fingerprint, external_id, result, fence, claim_step, claim_fence, keep_sending)
 ),
 ${this.lockedSql('SELECT ns, k, st FROM i')},
 -- The requests to write, with everything the update needs (joining i again would be a nested loop).
@@ -684,7 +687,7 @@ target AS (
 	JOIN i ON x.namespace = i.ns AND x.key = i.k AND x.step = i.st
 	WHERE x.fence = i.fence AND x.live AND (NOT $10::boolean OR x.status = 'in_progress') AND ${PostgresLedger.claimHolds('i')}
 )
-UPDATE ${t.ledger} l SET ${this.settledColumns('t', '$9')}
+UPDATE ${t.ledger} l SET ${this.settledColumns('t', '$9', 't.keep_sending')}
 FROM target t
 WHERE l.namespace = t.ns AND l.key = t.k AND l.step = t.st AND l.fence = t.fence AND l.expires_at > now()
 	AND (NOT $10::boolean OR l.status = 'in_progress')
@@ -758,6 +761,7 @@ RETURNING ${recordColumns('l')}`;
 							options.ttlMs,
 							options.onlyInProgress === true,
 							...claimsOf(chunk),
+							chunk.map((r) => r.keepSending === true),
 						])
 					: await this.query(this.sql.recordUnfenced, [...columnsOf(chunk), options.ttlMs, options.holder ?? null, ...claimsOf(chunk)]);
 				for (const row of rows) written.set(idKey(row.namespace, row.key, row.step), toRecord(row));

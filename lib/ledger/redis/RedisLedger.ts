@@ -298,7 +298,7 @@ export class RedisLedger implements Ledger {
 				// A claim whose fence is not a whole number can hold no row: sent without one, it is refused.
 				const claimFence = r.claim && Number.isSafeInteger(r.claim.fence) ? String(r.claim.fence) : null;
 				args.push(members[j], r.key, r.step, r.status, opt(r.fingerprint), opt(externalId), opt(result), opt(fence));
-				args.push(r.claim ? `=${member(r.key, r.claim.step)}` : '', opt(claimFence));
+				args.push(r.claim ? `=${member(r.key, r.claim.step)}` : '', opt(claimFence), r.keepSending === true ? '1' : '');
 			});
 			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(requests[i].key))];
 			return { name: 'idemLedgerRecord', namespace, keys, args };

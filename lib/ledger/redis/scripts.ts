@@ -243,7 +243,7 @@ return out
 /**
  * KEYS: 8 fixed, n row keys, n step-set keys.
  * ARGV: holder?, ttlMs, n, onlyInProgress ('1' or '0'), then per request: member, key, step, status,
- * fingerprint?, externalId?, result?, fence?, claim member?, claim fence?
+ * fingerprint?, externalId?, result?, fence?, claim member?, claim fence?, keepSending ('1' or '')
  * A fenced request writes only a live row that still carries its fence (never creates one), and
  * with onlyInProgress only one still in progress. An
  * unfenced one writes a row that is absent or expired, settled, or in progress under holder; any
@@ -251,7 +251,8 @@ return out
  * row that claim took, of the same key and so of this namespace's slot, and its fence) is written
  * only while that row is live and still carries the fence (a claim member without a fence: never).
  * A settled row has no lease holder; its fence stays. A needs_review
- * write keeps the phase the claim reached (its own, or the one it took over); a row left in
+ * write (and a fenced failed_retryable write with keepSending) keeps the phase the claim reached
+ * (its own, or the one it took over); a row left in
  * phase sending is kept until resolved, every other row lives ttlMs from now.
  * Returns per request the written row's text, or nil (lost lease).
  */
@@ -260,10 +261,11 @@ local holder, ttlMs, n, openOnly = opt(ARGV[1]), tonumber(ARGV[2]), tonumber(ARG
 local out = {}
 for i = 1, n do
 	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
-	local j = 4 + (i - 1) * 10
+	local j = 4 + (i - 1) * 11
 	local m, key, step, status = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
 	local fp, x, res, fence = opt(ARGV[j + 5]), opt(ARGV[j + 6]), opt(ARGV[j + 7]), opt(ARGV[j + 8])
 	local claimed, claimFence = opt(ARGV[j + 9]), opt(ARGV[j + 10])
+	local keepSending = ARGV[j + 11] == '1' and fence and status == 'failed_retryable'
 	local old = readrow(rk)
 	local ok
 	if fence then
@@ -285,7 +287,7 @@ for i = 1, n do
 			row.fs = old.fs
 			row.ps = old.ps
 			row.pp = old.pp
-			if status == 'needs_review' then
+			if status == 'needs_review' or keepSending then
 				row.ph = old.ph
 				if row.ph == nil and old.st == 'in_progress' then row.ph = old.pp end
 			end
