@@ -138,6 +138,15 @@ export class GuardedSend implements INodeType {
 						description: 'Items claimed, sent and recorded together. Smaller batches leave fewer items uncertain if the run dies.',
 					},
 					httpCheckOption,
+					{
+						displayName: 'Checks Before Review',
+						name: 'checksBeforeReview',
+						type: 'number',
+						typeOptions: { minValue: 1, maxValue: 100 },
+						default: 5,
+						description:
+							'When a run died while it may have been sending, the destination is asked whether the message arrived. A check that cannot answer for now (rate limit, timeout, server error) leaves the item on In Progress and the next delivery asks again; after this many such checks the item goes to Needs Review.',
+					},
 					...durationOptions(HOLD_STEP),
 					...httpOptions,
 					editorTestRunsOption(false, 'When the key comes from the Dedupe Gate (automatic), the gate\'s own setting applies, so this matters only for a key given as an expression.'),

@@ -14,9 +14,11 @@
  *   - `sending` (it may have sent, then died before recording): the ambiguous case. A destination
  *     that honours the Idempotency-Key is asked again with the same key. Otherwise, where the
  *     channel can ask the destination (Slack history, the Sent folder over IMAP, a check request),
- *     it asks first: found is recorded as sent and Skipped, not found is sent; when the check
- *     cannot answer, or there is none, the step goes to Needs Review, or is sent again where the
- *     user accepted a possible duplicate (then a found message still stops the second send).
+ *     it asks first: found is recorded as sent and Skipped, not found is sent; a check that cannot
+ *     answer for now (rate limit, timeout, 5xx) leaves the step for the next delivery to check
+ *     again (In Progress, recheck.ts); when the check cannot answer at all, or there is none, or
+ *     "Checks Before Review" checks could not, the step goes to Needs Review, or is sent again
+ *     where the user accepted a possible duplicate (then a found message still stops the second send).
  */
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { NodeOperationError } from 'n8n-workflow';
@@ -36,6 +38,7 @@ import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { authorityFor, unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
 import { leaveItemsOpen } from '../../lib/n8n/openUnits';
 import { readDurationOption } from '../../lib/n8n/scope';
+import { checkAll } from '../../lib/n8n/channels/checks';
 import type { CheckVerdict, CheckWindow } from '../../lib/n8n/channels/types';
 import type { ChannelAdapter, ChannelModule } from './channels/adapter';
 import { emailModule } from './channels/email';
@@ -44,6 +47,7 @@ import { slackModule } from './channels/slack';
 import { HOLD_STEP, KEEP_RECORDS } from './options';
 import { numberOption } from './params';
 import { isToolCall, toolOutputs } from './toolAnswer';
+import { checkLaterDetail, checkLaterResult, ledgerNow, pendingCheck, tooEarly, type PendingCheck } from './recheck';
 
 export const CHANNELS: Record<string, ChannelModule> = { http: httpModule, slack: slackModule, email: emailModule };
 
@@ -74,6 +78,8 @@ interface Config {
 	batchSize: number;
 	timeoutMs: number;
 	policy: RetryPolicy;
+	/** Checks that may fail for a passing reason before the step goes to a person. */
+	checksBeforeReview: number;
 }
 
 interface Prepared {
@@ -122,6 +128,7 @@ function readConfig(ctx: IExecuteFunctions): Config {
 		concurrency: Math.floor(numberOption(options.concurrency, 'Sends at Once', 1, 100, 5)),
 		batchSize: Math.floor(numberOption(options.batchSize, 'Batch Size', 1, 5000, 100)),
 		timeoutMs,
+		checksBeforeReview: Math.floor(numberOption(options.checksBeforeReview, 'Checks Before Review', 1, 100, 5)),
 		policy: {
 			maxAttempts: Math.floor(numberOption(options.maxAttempts, 'Max Attempts', 1, 20, 5)),
 			baseDelayMs: numberOption(options.initialBackoff, 'Initial Backoff', 1, 60_000, 500),
@@ -298,7 +305,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			verdict?: Verdict;
 			resend?: boolean;
 			check?: CheckEvidence;
-			kind: 'sent' | 'review' | 'unit' | 'recovered';
+			kind: 'sent' | 'review' | 'unit' | 'recovered' | 'later';
 		}> = [];
 		/**
 		 * A step an earlier attempt may have sent, on a channel that cannot deduplicate, with no check or
@@ -331,7 +338,8 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			const outcome = outcomes[r];
 			switch (outcome.kind) {
 				case 'claimed': {
-					const lapsedMidSend = outcome.previousStatus === 'in_progress' && outcome.previousPhase === PHASE_SENDING;
+					// A failed_retryable row in phase `sending` is one whose check asked to be repeated (recheck.ts).
+					const lapsedMidSend = (outcome.previousStatus === 'in_progress' || outcome.previousStatus === 'failed_retryable') && outcome.previousPhase === PHASE_SENDING;
 					if (lapsedMidSend && !adapter.channel.idempotent && (adapter.channel.check || !adapter.acceptUncertain)) {
 						if (adapter.channel.check) toCheck.push({ p, record: outcome.record });
 						else reviewAmbiguous(p, outcome.record, null);
@@ -370,18 +378,49 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		});
 
 		// Ask the destination about each step an earlier attempt may have sent (a check never sends):
-		// found is recorded as sent, not found is sent now, no answer goes to Needs Review.
-		await forEachLimit(toCheck, config.concurrency, async ({ p, record }) => {
-			const message = adapter.forClaim ? adapter.forClaim(p.message, record) : p.message;
-			const verdict: CheckVerdict = await adapter.channel.check!(message, checkWindow(record)).catch((error: unknown) => ({
-				outcome: 'unknown' as const,
-				detail: `The check failed: ${(error as Error)?.message ?? String(error)}`,
+		// found is recorded as sent, not found is sent now; "not now" waits for a later run's check
+		// (recheck.ts), "cannot tell" goes to Needs Review.
+		const laterFor = (p: Prepared, record: LedgerRecord, pending: PendingCheck, why: string, check: CheckEvidence | null) => {
+			const detail = checkLaterDetail(pending, config.checksBeforeReview, why);
+			const result = checkLaterResult(pending, detail, { executionId, at: new Date().toISOString(), ...(check ? { check } : {}) });
+			records.push({ kind: 'later', p, request: { ...p.row, status: 'failed_retryable', keepSending: true, fingerprint: p.fingerprint, fence: record.fence, result } });
+			route(p.index, IN_PROGRESS, facts('in_progress', p.row, record, {
+				reason: 'check_later',
+				detail,
+				checks: pending.checks,
+				checkAgainAt: result.checkAgainAt,
+				...(check ? { check } : {}),
 			}));
+		};
+		const asking: Array<{ p: Prepared; record: LedgerRecord; message: unknown; pending: PendingCheck | null }> = [];
+		for (const { p, record } of toCheck) {
+			const pending = pendingCheck(record);
+			// The destination asked to wait (Retry-After) and that time has not come: not asked again yet.
+			if (pending && tooEarly(record, pending)) laterFor(p, record, pending, 'it asked to wait', null);
+			else asking.push({ p, record, message: adapter.forClaim ? adapter.forClaim(p.message, record) : p.message, pending });
+		}
+		const checkDeadline = claimedAt + Math.min(...asking.map((a) => a.record.leaseRemainingMs ?? config.leaseMs)) - (config.timeoutMs + DEADLINE_MARGIN_MS);
+		const verdicts: CheckVerdict[] = await checkAll(
+			adapter.channel,
+			asking.map((a) => ({ message: a.message, window: checkWindow(a.record), resume: a.pending?.resume })),
+			{ concurrency: config.concurrency, budget: { now: () => performance.now(), deadline: checkDeadline, maxWaitMs: config.policy.maxTotalWaitMs } },
+		);
+		asking.forEach(({ p, record, message, pending }, n) => {
+			const verdict = verdicts[n];
 			const check: CheckEvidence = { outcome: verdict.outcome, detail: verdict.detail, checkedAt: new Date().toISOString() };
-			if (verdict.outcome === 'not_found' || (verdict.outcome === 'unknown' && adapter.acceptUncertain)) {
+			if (verdict.outcome === 'later') {
+				const checks = (pending?.checks ?? 0) + (verdict.progressed ? 0 : 1);
+				if (checks < config.checksBeforeReview) {
+					const retryAt = verdict.retryAfterMs === null ? null : ledgerNow(record, claimedAt, performance.now()) + verdict.retryAfterMs;
+					laterFor(p, record, { checks, checkAgainAtMs: retryAt, ...(verdict.resume !== undefined ? { resume: verdict.resume } : {}) }, verdict.detail, check);
+					return;
+				}
+				check.detail = `${checks} checks could not answer; the last: ${verdict.detail}`;
+			}
+			if (verdict.outcome === 'not_found' || (verdict.outcome !== 'found' && adapter.acceptUncertain)) {
 				// Not there; or no answer, and the user accepted a possible duplicate over a review.
 				toSend.push({ p, record, resend: true, check });
-			} else if (verdict.outcome === 'unknown') {
+			} else if (verdict.outcome !== 'found') {
 				reviewAmbiguous(p, record, check);
 			} else {
 				const result = { ...resultOf({ status: 'completed', externalId: verdict.externalId, response: verdict.response, attempts: 0, waitedMs: 0 }), recovered: true, check };
@@ -443,7 +482,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		});
 		records.forEach((x, n) => {
 			const outcome = written[n];
-			if ((x.kind === 'review' || x.kind === 'recovered') && outcome?.kind === 'lost_lease') {
+			if ((x.kind === 'review' || x.kind === 'recovered' || x.kind === 'later') && outcome?.kind === 'lost_lease') {
 				deferred.push({ p: x.p, error: lostLease(x.p, 'while this run was deciding, so nothing was sent or recorded') });
 				return;
 			}

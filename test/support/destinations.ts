@@ -5,7 +5,8 @@
  *   token, `{ ok, ts }` replies, 429 + Retry-After like Slack's rate limits). It keeps each
  *   message's `metadata` and serves `conversations.history` and `conversations.replies` as Slack
  *   does (newest first / thread oldest first, `oldest`/`latest`/`inclusive`, metadata only with
- *   `include_all_metadata`, `limit` and cursor paging); `historyPlan` makes those fail or hang.
+ *   `include_all_metadata`, `limit` and cursor paging, a page size cap and a rate limit like Slack's
+ *   for apps outside the Marketplace); `historyPlan` makes those fail or hang.
  * - `smtpServer()`: a real SMTP server (the `smtp-server` package) that keeps every mail it
  *   accepted, with its Message-ID. With `sentFolder` (a Dovecot from test/support/imapServer.ts)
  *   it also files each accepted mail in the sender's Sent folder over IMAP APPEND before it
@@ -137,6 +138,10 @@ export interface SlackServer extends Base {
 	historyRequests: Array<{ method: string; path: string; params: Record<string, string> }>;
 	/** Decides each history or replies request: `status` answers with it (e.g. ok:false missing_scope), `hang` never answers. */
 	setHistoryPlan(plan: Plan): void;
+	/** History reads answered 429 by the rate limit. */
+	historyLimited: number;
+	/** Sets (or with null lifts) the history rate limit, from now. */
+	setHistoryRateLimit(limit: HistoryRateLimit | null): void;
 	/** A message in the channel as if someone had posted it (ts: now, unless given). */
 	addMessage(message: { channel: string; text: string; ts?: string; threadTs?: string; metadata?: unknown }): SlackMessageSeen;
 }
@@ -154,7 +159,19 @@ const tsMicros = (ts: string) => {
 	return Number(s) * 1_000_000 + Number((f + '000000').slice(0, 6));
 };
 
-export async function slackServer(options: { token?: string; plan?: Plan; historyPlan?: Plan; historyPageSize?: number } = {}): Promise<SlackServer> {
+/**
+ * Slack's per-method rate limit on history reads: at most `calls` per `windowMs` (Slack: 1 a
+ * minute for a commercially distributed app outside the Marketplace, about 50 for an internal
+ * app). A read over the limit gets 429 with Retry-After, in whole seconds, until the window ends.
+ */
+export interface HistoryRateLimit {
+	calls: number;
+	windowMs: number;
+}
+
+export async function slackServer(
+	options: { token?: string; plan?: Plan; historyPlan?: Plan; historyPageSize?: number; historyRateLimit?: HistoryRateLimit } = {},
+): Promise<SlackServer> {
 	const token = options.token ?? 'xoxb-test-token';
 	const events = new EventEmitter();
 	const hanging = new Set<http.ServerResponse>();
@@ -162,7 +179,10 @@ export async function slackServer(options: { token?: string; plan?: Plan; histor
 	let historyPlan = options.historyPlan ?? normal;
 	let seq = 0;
 	const nextTs = () => `${Math.floor(Date.now() / 1000)}.${String(++seq).padStart(6, '0')}`;
-	const state = { requests: 0, messages: [] as SlackMessageSeen[], history: [] as SlackServer['historyRequests'] };
+	const state = { requests: 0, limited: 0, messages: [] as SlackMessageSeen[], history: [] as SlackServer['historyRequests'] };
+	let rateLimit = options.historyRateLimit ?? null;
+	/** When the history reads that were answered were answered (ms), for the rate limit. */
+	let answered: number[] = [];
 
 	/** conversations.history / conversations.replies, as Slack answers them. */
 	function history(res: http.ServerResponse, method: string, params: Record<string, string>, auth: string) {
@@ -172,6 +192,16 @@ export async function slackServer(options: { token?: string; plan?: Plan; histor
 		if (behaviour.kind === 'hang') return void hanging.add(res);
 		if (behaviour.kind === 'status') {
 			return reply(res, behaviour.status, behaviour.body ?? { ok: false, error: 'ratelimited' }, behaviour.retryAfter ? { 'Retry-After': behaviour.retryAfter } : {});
+		}
+		if (rateLimit) {
+			const now = Date.now();
+			answered = answered.filter((t) => t > now - rateLimit!.windowMs);
+			if (answered.length >= rateLimit.calls) {
+				const wait = Math.max(1, Math.ceil((answered[0] + rateLimit.windowMs - now) / 1000));
+				state.limited++;
+				return reply(res, 429, { ok: false, error: 'ratelimited' }, { 'Retry-After': String(wait) });
+			}
+			answered.push(now);
 		}
 		const channel = params.channel ?? '';
 		// Slack reads conversations by ID only.
@@ -266,6 +296,13 @@ export async function slackServer(options: { token?: string; plan?: Plan; histor
 		},
 		get historyRequests() {
 			return state.history;
+		},
+		get historyLimited() {
+			return state.limited;
+		},
+		setHistoryRateLimit: (limit) => {
+			rateLimit = limit;
+			answered = [];
 		},
 		setPlan: (p) => void (plan = p),
 		setHistoryPlan: (p) => void (historyPlan = p),
@@ -440,7 +477,9 @@ export async function stripeLikeServer(
 			}
 			const behaviour = lookupPlan(state.lookups.length, { path: req.url ?? '/' });
 			if (behaviour.kind === 'hang') return void hanging.add(res);
-			if (behaviour.kind === 'status') return reply(res, behaviour.status, behaviour.body ?? { error: 'unavailable' });
+			if (behaviour.kind === 'status') {
+				return reply(res, behaviour.status, behaviour.body ?? { error: 'unavailable' }, behaviour.retryAfter ? { 'Retry-After': behaviour.retryAfter } : {});
+			}
 			const order = decodeURIComponent(lookup[1]);
 			const action = state.actions.find((a) => (a.body as { order?: unknown } | null)?.order === order);
 			if (!action) return reply(res, 404, { error: { type: 'invalid_request_error', message: `No such charge for order ${order}` } });

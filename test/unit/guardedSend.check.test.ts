@@ -158,29 +158,29 @@ describe('Slack check: the channel history, by the message metadata', () => {
 		expect(verdict.detail).toMatch(detail);
 	});
 
-	test('rate limited (HTTP 429): unknown, and only one request', async () => {
+	test('rate limited (HTTP 429): later, with Slack\'s Retry-After, and only one request', async () => {
 		slack.setHistoryPlan(() => ({ kind: 'status', status: 429, retryAfter: '60', body: { ok: false, error: 'ratelimited' } }));
 		const verdict = await channelFor(slack).check!(message(), recent());
-		expect(verdict.outcome).toBe('unknown');
+		expect(verdict).toMatchObject({ outcome: 'later', retryAfterMs: 60_000, progressed: false });
 		expect(verdict.detail).toMatch(/Slack is limiting how often the channel history may be read .*try again in 60 s/);
 		expect(slack.historyRequests).toHaveLength(1);
 	});
 
-	test('no answer in time: unknown', async () => {
+	test('no answer in time: later (asked again on the next run)', async () => {
 		slack.setHistoryPlan(() => ({ kind: 'hang' }));
 		const started = Date.now();
 		const verdict = await channelFor(slack, { timeoutMs: 300 }).check!(message(), recent());
-		expect(verdict.outcome).toBe('unknown');
-		expect(verdict.detail).toMatch(/^Slack could not be asked for the channel history: no answer within 0.3 s; check that n8n can reach Slack$/);
+		expect(verdict).toMatchObject({ outcome: 'later', retryAfterMs: null });
+		expect(verdict.detail).toMatch(/^Slack could not be asked for the channel history: no answer within 0.3 s; it is asked again on the next run$/);
 		expect(Date.now() - started).toBeLessThan(2_000);
 	});
 
-	test('Slack unreachable: unknown', async () => {
+	test('Slack unreachable: later', async () => {
 		const closed = await slackServer();
 		const apiUrl = closed.apiUrl;
 		await closed.close();
 		const verdict = await slackChannel({ transport: nodeTransport(), token: 'xoxb-test-token', apiUrl, timeoutMs: 1_000, check: true }).check!(message(), recent());
-		expect(verdict.outcome).toBe('unknown');
+		expect(verdict.outcome).toBe('later');
 		expect(verdict.detail).toContain('ECONNREFUSED');
 	});
 
@@ -258,9 +258,18 @@ describe('HTTP check request', () => {
 	});
 
 	test.each([
-		[500, /answered HTTP 500.*neither "found" \(2xx\) nor "not found" \(404, 410\)/],
+		[500, /answered HTTP 500.*: the API could not answer for now; it is asked again on the next run/],
 		[503, /answered HTTP 503/],
-		[429, /answered HTTP 429/],
+		[429, /answered HTTP 429.*\(try again in 7 s\)/],
+	])('a passing failure (%i) is later, with Retry-After', async (status, detail) => {
+		api.setLookupPlan(() => ({ kind: 'status', status, body: { error: 'x' }, retryAfter: status === 429 ? '7' : undefined }));
+		const verdict = await channelFor().check!(message('o-1'), recent());
+		expect(verdict).toMatchObject({ outcome: 'later', retryAfterMs: status === 429 ? 7_000 : null });
+		expect(verdict.detail).toMatch(detail);
+	});
+
+	test.each([
+		[418, /answered HTTP 418.*neither "found" \(2xx\) nor "not found" \(404, 410\)/],
 		[401, /the API refused the credential/],
 		[403, /the API refused the credential/],
 		[400, /answered HTTP 400/],
@@ -299,10 +308,10 @@ describe('HTTP check request', () => {
 		expect(api.lookups.map((l) => l.method)).toEqual(['HEAD', 'HEAD']);
 	});
 
-	test('no answer: a timeout or a refused connection is unknown', async () => {
+	test('no answer: a timeout or a refused connection is later', async () => {
 		api.setLookupPlan(() => ({ kind: 'hang' }));
 		const timedOut = await channelFor(DEFAULTS, { timeoutMs: 300 }).check!(message('o-1'), recent());
-		expect(timedOut).toMatchObject({ outcome: 'unknown', detail: expect.stringMatching(/failed: no answer within 0.3 s$/) });
+		expect(timedOut).toMatchObject({ outcome: 'later', detail: expect.stringMatching(/failed: no answer within 0.3 s; it is asked again on the next run$/) });
 		const port = await new Promise<number>((resolve) => {
 			const s = http.createServer().listen(0, '127.0.0.1', () => {
 				const p = (s.address() as AddressInfo).port;
@@ -310,7 +319,7 @@ describe('HTTP check request', () => {
 			});
 		});
 		const refused = await channelFor().check!(message('o-1', `http://127.0.0.1:${port}/v1/charges/by-order/o-1`), recent());
-		expect(refused).toMatchObject({ outcome: 'unknown', detail: expect.stringContaining('ECONNREFUSED') });
+		expect(refused).toMatchObject({ outcome: 'later', detail: expect.stringContaining('ECONNREFUSED') });
 	});
 
 	test('only GET and HEAD: any other method is refused without a request', async () => {

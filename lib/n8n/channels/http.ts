@@ -219,6 +219,9 @@ export function httpChannel(options: HttpChannelOptions): Channel<HttpMessage> {
 	return channel;
 }
 
+/** Answers to a check request that pass: too many requests, a timeout, a server error. */
+const CHECK_LATER_STATUSES = new Set([408, 425, 429, 500, 502, 503, 504]);
+
 /** Sends the message's check request (never its body) and reads the answer. Never throws. */
 async function runCheck(options: HttpChannelOptions, check: HttpCheckOptions, message: HttpMessage): Promise<CheckVerdict> {
 	const request = message.check;
@@ -233,11 +236,19 @@ async function runCheck(options: HttpChannelOptions, check: HttpCheckOptions, me
 	try {
 		reply = await options.transport({ method: request.method, url: request.url, headers, timeoutMs: options.timeoutMs });
 	} catch (error) {
-		return { outcome: 'unknown', detail: `The check request (${target}) failed: ${describeNoAnswer(error, options.timeoutMs)}` };
+		return { outcome: 'later', detail: `The check request (${target}) failed: ${describeNoAnswer(error, options.timeoutMs)}; it is asked again on the next run`, retryAfterMs: null };
 	}
 	const status = reply.status;
 	if (inStatusList(check.notFound, status)) {
 		return { outcome: 'not_found', detail: `The check request (${target}) answered HTTP ${status}: the API does not have it` };
+	}
+	if (!inStatusList(check.found, status) && CHECK_LATER_STATUSES.has(status)) {
+		const wait = parseRetryAfter(headerValue(reply.headers, 'retry-after'));
+		return {
+			outcome: 'later',
+			detail: `The check request (${target}) answered HTTP ${status}${describeBody(reply.body)}: the API could not answer for now${wait !== null ? ` (try again in ${Math.ceil(wait / 1000)} s)` : ''}; it is asked again on the next run`,
+			retryAfterMs: wait,
+		};
 	}
 	if (!inStatusList(check.found, status)) {
 		const hint = status === 401 || status === 403 || status === 407 ? '; the API refused the credential' : '';

@@ -74,7 +74,7 @@ export function sentFolderCheck(settings: ImapSettings): SentFolderCheck {
 	let session: Promise<Session> | null = null;
 	let client: ImapFlow | null = null;
 	/** The first failure of this run, given to every later check. */
-	let broken: string | null = null;
+	let broken: CheckVerdict | null = null;
 
 	function connect(): Promise<Session> {
 		const c = new ImapFlow({
@@ -146,7 +146,7 @@ export function sentFolderCheck(settings: ImapSettings): SentFolderCheck {
 
 	return {
 		async check(messageId, window) {
-			if (broken) return { outcome: 'unknown', detail: broken };
+			if (broken) return broken;
 			let timer: NodeJS.Timeout | undefined;
 			const timedOut = new Promise<'timeout'>((resolve) => {
 				timer = setTimeout(() => resolve('timeout'), settings.timeoutMs);
@@ -154,13 +154,18 @@ export function sentFolderCheck(settings: ImapSettings): SentFolderCheck {
 			try {
 				const answer = await Promise.race([look(messageId, window), timedOut]);
 				if (answer !== 'timeout') return answer;
-				broken ??= `The mail server ${where} did not answer the IMAP check within ${seconds} s: check the host and port of the IMAP credential and that n8n can reach them, or raise the Timeout option`;
+				broken ??= {
+					outcome: 'later',
+					detail: `The mail server ${where} did not answer the IMAP check within ${seconds} s: check the host and port of the IMAP credential and that n8n can reach them, or raise the Timeout option; it is asked again on the next run`,
+					retryAfterMs: null,
+				};
 				void dropConnection();
-				return { outcome: 'unknown', detail: broken };
+				return broken;
 			} catch (error) {
-				broken ??= describeImapError(error, settings, seconds);
+				const detail = describeImapError(error, settings, seconds);
+				broken ??= passingImapError(error) ? { outcome: 'later', detail: `${detail}; it is asked again on the next run`, retryAfterMs: null } : { outcome: 'unknown', detail };
 				void dropConnection();
-				return { outcome: 'unknown', detail: broken };
+				return broken;
 			} finally {
 				clearTimeout(timer);
 			}
@@ -250,6 +255,22 @@ export function describeImapError(error: unknown, settings: Pick<ImapSettings, '
 		return `No secure connection to the mail server ${where} (${code || message}): check the SSL/TLS setting of the IMAP credential against the port (993: on, 143: off)`;
 	}
 	return `The IMAP check at ${where} failed (${code ? `${code}: ` : ''}${message}${said})`;
+}
+
+/** Codes of a failure that may pass by itself (a server restarting, a dropped connection, a slow answer). */
+const PASSING_CODES = new Set(['ECONNREFUSED', 'EAI_AGAIN', 'CONNECT_TIMEOUT', 'GREETING_TIMEOUT', 'ETIMEOUT', 'ETIMEDOUT', 'ECONNRESET', 'EPIPE', 'NoConnection', 'EConnectionClosed']);
+
+/**
+ * Whether asking again later may answer: the server was unreachable, slow, busy or dropped the
+ * connection. A refused login, an unknown host, a TLS or certificate problem or a missing Sent
+ * folder stay until a person fixes them.
+ */
+export function passingImapError(error: unknown): boolean {
+	if (error instanceof CheckProblem) return false;
+	const e = (error ?? {}) as ImapError;
+	if (e.authenticationFailed || e.serverResponseCode === 'AUTHENTICATIONFAILED') return false;
+	if (e.serverResponseCode === 'UNAVAILABLE' || e.serverResponseCode === 'INUSE' || e.serverResponseCode === 'LIMIT') return true;
+	return typeof e.code === 'string' && PASSING_CODES.has(e.code);
 }
 
 /** Node's codes for a certificate that does not verify. */

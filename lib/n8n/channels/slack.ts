@@ -9,7 +9,9 @@
  */
 import { classifyNetworkError, classifyStatus, describeNoAnswer, headerValue, limitBody, storedReply } from './http';
 import { parseRetryAfter } from './retry';
-import type { AttemptResult, Channel, CheckVerdict, CheckWindow, HttpReply, HttpTransport } from './types';
+import { performance } from 'perf_hooks';
+
+import type { AttemptResult, Channel, CheckBudget, CheckRequest, CheckVerdict, CheckWindow, HttpReply, HttpTransport } from './types';
 
 export const DEFAULT_SLACK_API_URL = 'https://slack.com/api';
 
@@ -19,8 +21,11 @@ export const SLACK_METADATA_EVENT = 'n8n_idempotency_key';
 export const SLACK_CHECK_MARGIN_MS = 5 * 60_000;
 /** Messages asked for per history page (Slack may answer with fewer). */
 export const SLACK_CHECK_PAGE_LIMIT = 200;
-/** History pages read at most per check; more than that answers "cannot tell". */
-export const SLACK_CHECK_MAX_PAGES = 5;
+/**
+ * History pages read at most per channel and run; more than that answers "cannot tell". 100 pages
+ * are 20,000 messages at Slack's 200, 1,500 at the 15 of an app outside the Marketplace.
+ */
+export const SLACK_CHECK_MAX_PAGES = 100;
 
 /**
  * What `conversations.history` accepts as a channel: a conversation ID (C… public, G… private,
@@ -57,6 +62,8 @@ export interface SlackChannelOptions {
 
 /** Slack `error` values that mean "nothing was posted, try later". */
 const TRY_LATER = new Set(['ratelimited', 'rate_limited', 'service_unavailable']);
+/** Slack `error` values on a history read that pass: ask again later. */
+const TRY_LATER_READ = new Set(['service_unavailable', 'internal_error', 'fatal_error', 'request_timeout']);
 /** Slack `error` values after which the message may or may not have been posted. */
 const UNKNOWN = new Set(['internal_error', 'fatal_error', 'request_timeout']);
 const AUTH = new Set(['not_authed', 'invalid_auth', 'account_inactive', 'token_revoked', 'token_expired']);
@@ -104,7 +111,10 @@ export function slackChannel(options: SlackChannelOptions): Channel<SlackMessage
 			return classifySlackReply(reply);
 		},
 	};
-	if (options.check) channel.check = (message, window) => checkHistory(options, base, message, window);
+	if (options.check) {
+		channel.check = (message, window) => checkHistory(options, base, message, window);
+		channel.checkMany = (requests, budget) => checkHistoryMany(options, base, requests, budget);
+	}
 	return channel;
 }
 
@@ -125,97 +135,206 @@ interface HistoryMessage {
 	metadata?: { event_type?: unknown; event_payload?: { key?: unknown } };
 }
 
+/** A check of one message alone: the batch of one. */
+function checkHistory(options: SlackChannelOptions, base: string, message: SlackMessage, window: CheckWindow): Promise<CheckVerdict> {
+	const now = () => performance.now();
+	return checkHistoryMany(options, base, [{ message, window }], { now, deadline: now() + 2 * options.timeoutMs, maxWaitMs: 0 }).then((v) => v[0]);
+}
+
+/** How far a check of one message read down a channel or thread: every message from `latest` on was seen. */
+interface SlackResume {
+	latest: string;
+}
+
+const readResume = (resume: unknown): SlackResume | null =>
+	resume && typeof resume === 'object' && typeof (resume as SlackResume).latest === 'string' && /^\d+(\.\d+)?$/.test((resume as SlackResume).latest)
+		? (resume as SlackResume)
+		: null;
+
+const tsMs = (ts: string) => Number(ts) * 1000;
+
 /**
- * Looks for the message in the channel's history (`conversations.history`), or in the thread
- * (`conversations.replies`) for a reply, between the step's first claim and this takeover, widened
- * by SLACK_CHECK_MARGIN_MS on both sides. Never throws: a failure is `unknown`, with what to do.
+ * Looks for many messages at once: each channel (or thread) is read once, newest first, from the
+ * latest end of its messages' windows down to the oldest start (each widened by
+ * SLACK_CHECK_MARGIN_MS), page by page with Slack's cursor, taking whatever page size Slack
+ * allows (15 messages for apps outside the Marketplace), and stopping once every message is
+ * found. A 429 is waited out when Retry-After fits the budget; otherwise every message not yet
+ * found is `later`, with how far the read got, and nothing more is asked of Slack in this run.
+ * A message whose check resumes (`resume.latest`) is only looked for below what was read before.
+ * Never throws.
  */
-async function checkHistory(options: SlackChannelOptions, base: string, message: SlackMessage, window: CheckWindow): Promise<CheckVerdict> {
-	const where = message.threadTs ? `the thread ${message.threadTs} in ${message.channel}` : message.channel;
-	if (!message.idempotencyKey) return { outcome: 'unknown', detail: 'The message carries no key to look for in Slack' };
-	if (!SLACK_CONVERSATION_ID.test(message.channel)) {
-		return {
-			outcome: 'unknown',
-			detail:
-				`Slack can only show the history of a channel given by its ID, and this message went to "${message.channel}". ` +
-				'Set Slack Channel to the channel ID (such as C0123456789: in Slack, open the channel details; the ID is at the bottom), ' +
-				'or for a direct message the conversation ID (D…), so that the next time Slack can be checked',
-		};
-	}
-	const method = message.threadTs ? 'conversations.replies' : 'conversations.history';
-	const what = message.threadTs ? 'the thread' : 'the channel history';
-	const oldest = slackTs(window.sinceMs - SLACK_CHECK_MARGIN_MS);
-	const latest = slackTs(window.untilMs + SLACK_CHECK_MARGIN_MS);
-	const between = `between ${new Date(Number(oldest) * 1000).toISOString()} and ${new Date(Number(latest) * 1000).toISOString()}`;
+async function checkHistoryMany(
+	options: SlackChannelOptions,
+	base: string,
+	requests: Array<CheckRequest<SlackMessage>>,
+	budget: CheckBudget,
+): Promise<CheckVerdict[]> {
+	const verdicts: Array<CheckVerdict | undefined> = new Array(requests.length);
+	const groups = new Map<string, number[]>();
+	requests.forEach(({ message }, i) => {
+		if (!message.idempotencyKey) {
+			verdicts[i] = { outcome: 'unknown', detail: 'The message carries no key to look for in Slack' };
+			return;
+		}
+		if (!SLACK_CONVERSATION_ID.test(message.channel)) {
+			verdicts[i] = {
+				outcome: 'unknown',
+				detail:
+					`Slack can only show the history of a channel given by its ID, and this message went to "${message.channel}". ` +
+					'Set Slack Channel to the channel ID (such as C0123456789: in Slack, open the channel details; the ID is at the bottom), ' +
+					'or for a direct message the conversation ID (D…), so that the next time Slack can be checked',
+			};
+			return;
+		}
+		const group = `${message.channel}\u0000${message.threadTs ?? ''}`;
+		groups.set(group, [...(groups.get(group) ?? []), i]);
+	});
 	const maxPages = Math.max(1, options.checkMaxPages ?? SLACK_CHECK_MAX_PAGES);
+	const state = { waitedMs: 0, limitedFor: null as number | null, stopped: null as string | null };
+	for (const indexes of groups.values()) {
+		await readGroup(options, base, requests, indexes, verdicts, budget, maxPages, state);
+	}
+	return verdicts.map((v) => v ?? { outcome: 'unknown', detail: 'The Slack check did not reach this message' });
+}
+
+interface GroupState {
+	/** Retry-After waits of this run, added up. */
+	waitedMs: number;
+	/** Slack limits reads for this long (ms from when it said so): later groups are not asked. */
+	limitedFor: number | null;
+	/** Why this run asks Slack no more (the budget is spent, or Slack limits reads). */
+	stopped: string | null;
+}
+
+async function readGroup(
+	options: SlackChannelOptions,
+	base: string,
+	requests: Array<CheckRequest<SlackMessage>>,
+	indexes: number[],
+	verdicts: Array<CheckVerdict | undefined>,
+	budget: CheckBudget,
+	maxPages: number,
+	state: GroupState,
+): Promise<void> {
+	const first = requests[indexes[0]].message;
+	const where = first.threadTs ? `the thread ${first.threadTs} in ${first.channel}` : first.channel;
+	const method = first.threadTs ? 'conversations.replies' : 'conversations.history';
+	const what = first.threadTs ? 'the thread' : 'the channel history';
+	// Each message's own range: its window widened for Slack's clock, below what an earlier check read.
+	const ranges = indexes.map((i) => {
+		const { window, resume } = requests[i];
+		const read = readResume(resume);
+		const until = window.untilMs + SLACK_CHECK_MARGIN_MS;
+		return { i, since: window.sinceMs - SLACK_CHECK_MARGIN_MS, until: read ? Math.min(until, tsMs(read.latest)) : until, resumed: read !== null };
+	});
+	const oldest = slackTs(Math.min(...ranges.map((r) => r.since)));
+	const latest = slackTs(Math.max(...ranges.map((r) => r.until)));
+	const between = (r: { since: number; until: number }) => `between ${new Date(r.since).toISOString()} and ${new Date(r.until).toISOString()}`;
+	const wanted = new Map(indexes.map((i) => [requests[i].message.idempotencyKey as string, i]));
 	let read = 0;
+	let pages = 0;
+	/** The oldest ts read so far: every message from it up to `latest` was seen. */
+	let readDownTo: string | null = null;
 	let cursor: string | null = null;
-	for (let page = 1; page <= maxPages; page++) {
-		const qs: Record<string, string> = {
-			channel: message.channel,
-			oldest,
-			latest,
-			inclusive: 'true',
-			include_all_metadata: 'true',
-			limit: String(SLACK_CHECK_PAGE_LIMIT),
-		};
-		if (message.threadTs) qs.ts = message.threadTs;
+	/** Every message not found yet gets the same answer. */
+	const settle = (verdict: (r: (typeof ranges)[number]) => CheckVerdict) => {
+		for (const r of ranges) if (!verdicts[r.i]) verdicts[r.i] = verdict(r);
+	};
+	const later = (detail: string, retryAfterMs: number | null) =>
+		settle((r) => {
+			const progressed = readDownTo !== null && tsMs(readDownTo) < r.until;
+			const resume = readDownTo !== null && progressed ? { latest: readDownTo } : requests[r.i].resume;
+			return { outcome: 'later', detail, retryAfterMs, ...(resume ? { resume } : {}), progressed };
+		});
+	if (state.stopped) return later(state.stopped, state.limitedFor);
+	for (;;) {
+		if (pages >= maxPages) {
+			return settle((r) => ({
+				outcome: 'unknown',
+				detail: `${where} has more messages ${between(r)} than this check reads (${read} in ${pages} pages) and this step's message was not among them`,
+			}));
+		}
+		if (budget.now() + options.timeoutMs > budget.deadline) {
+			state.stopped = `There was no time left in this run to read ${what} of ${where} (${read} message${read === 1 ? '' : 's'} read); the next run reads on`;
+			return later(state.stopped, null);
+		}
+		const qs: Record<string, string> = { channel: first.channel, oldest, latest, inclusive: 'true', include_all_metadata: 'true', limit: String(SLACK_CHECK_PAGE_LIMIT) };
+		if (first.threadTs) qs.ts = first.threadTs;
 		if (cursor) qs.cursor = cursor;
 		let reply: HttpReply;
 		try {
-			reply = await options.transport({
-				method: 'GET',
-				url: `${base}/${method}`,
-				headers: { Authorization: `Bearer ${options.token}` },
-				qs,
-				timeoutMs: options.timeoutMs,
-			});
+			reply = await options.transport({ method: 'GET', url: `${base}/${method}`, headers: { Authorization: `Bearer ${options.token}` }, qs, timeoutMs: options.timeoutMs });
 		} catch (error) {
-			return { outcome: 'unknown', detail: `Slack could not be asked for ${what}: ${describeNoAnswer(error, options.timeoutMs)}; check that n8n can reach Slack` };
+			return later(`Slack could not be asked for ${what}: ${describeNoAnswer(error, options.timeoutMs)}; it is asked again on the next run`, null);
 		}
 		const body = parseBody(reply.body) as HistoryPage | null;
-		if (reply.status === 429 || (body && body.error === 'ratelimited')) {
-			const wait = parseRetryAfter(headerValue(reply.headers, 'retry-after'));
-			return {
-				outcome: 'unknown',
-				detail: `Slack is limiting how often ${what} may be read (${method}, ratelimited${wait !== null ? `, try again in ${Math.ceil(wait / 1000)} s` : ''}). Apps not approved for the Slack Marketplace may read it only once a minute; release the step after checking the channel yourself`,
-			};
+		const error = body && typeof body.error === 'string' ? body.error : null;
+		if (reply.status === 429 || error === 'ratelimited' || error === 'rate_limited') {
+			const wait = parseRetryAfter(headerValue(reply.headers, 'retry-after')) ?? 60_000;
+			if (state.waitedMs + wait <= budget.maxWaitMs && budget.now() + wait + options.timeoutMs <= budget.deadline) {
+				state.waitedMs += wait;
+				await new Promise((r) => setTimeout(r, wait));
+				continue;
+			}
+			state.limitedFor = wait;
+			state.stopped =
+				`Slack is limiting how often ${what} may be read (${method}, ratelimited, try again in ${Math.ceil(wait / 1000)} s). ` +
+				'Apps not approved for the Slack Marketplace may read it once a minute, 15 messages at a time; the step is checked again by a later run';
+			return later(state.stopped, wait);
+		}
+		if (reply.status >= 500 || (error !== null && TRY_LATER_READ.has(error))) {
+			return later(`Slack answered ${reply.status >= 500 ? `HTTP ${reply.status}` : `"${error}"`} when asked for ${what} (${method}); it is asked again on the next run`, parseRetryAfter(headerValue(reply.headers, 'retry-after')));
 		}
 		if (reply.status < 200 || reply.status >= 300) {
-			return { outcome: 'unknown', detail: `Slack answered HTTP ${reply.status} when asked for ${what} (${method})` };
+			return settle(() => ({ outcome: 'unknown', detail: `Slack answered HTTP ${reply.status} when asked for ${what} (${method})` }));
 		}
 		if (!body || typeof body !== 'object' || body.ok !== true) {
-			const error = body && typeof body.error === 'string' ? body.error : 'unexpected_response';
-			return { outcome: 'unknown', detail: refusal(error, typeof body?.needed === 'string' ? body.needed : null, method, what, message) };
+			const detail = refusal(error ?? 'unexpected_response', typeof body?.needed === 'string' ? body.needed : null, method, what, first);
+			return settle(() => ({ outcome: 'unknown', detail }));
 		}
+		pages++;
 		const messages = Array.isArray(body.messages) ? (body.messages as HistoryMessage[]) : [];
 		read += messages.length;
-		const hit = messages.find(
-			(m) => m && m.metadata?.event_type === SLACK_METADATA_EVENT && m.metadata.event_payload?.key === message.idempotencyKey,
-		);
-		if (hit) {
-			const ts = typeof hit.ts === 'string' ? hit.ts : null;
-			return {
+		for (const m of messages) {
+			if (!m) continue;
+			// A thread is read oldest first: only the channel's history (newest first) is resumed.
+			if (!first.threadTs && typeof m.ts === 'string' && (readDownTo === null || Number(m.ts) < Number(readDownTo))) readDownTo = m.ts;
+			const key = m.metadata?.event_type === SLACK_METADATA_EVENT ? m.metadata.event_payload?.key : undefined;
+			const i = typeof key === 'string' ? wanted.get(key) : undefined;
+			if (i === undefined || verdicts[i]) continue;
+			const ts = typeof m.ts === 'string' ? m.ts : null;
+			verdicts[i] = {
 				outcome: 'found',
 				externalId: ts,
 				// Shaped like a send's stored answer, so `response.body.ts` reads the same either way.
-				response: { status: reply.status, headers: {}, body: limitBody({ ok: true, channel: message.channel, ts, message: hit }) },
+				response: { status: reply.status, headers: {}, body: limitBody({ ok: true, channel: first.channel, ts, message: m }) },
 				detail: `Slack has the message in ${where} (ts ${ts ?? 'unknown'}), posted by an earlier attempt`,
 			};
+		}
+		if (ranges.every((r) => verdicts[r.i])) return;
+		// Newest first: once the read is below a message's range, the rest of the channel cannot hold it.
+		if (!first.threadTs && readDownTo !== null) {
+			for (const r of ranges) {
+				if (!verdicts[r.i] && tsMs(readDownTo) < r.since) verdicts[r.i] = notFound(r);
+			}
+			if (ranges.every((r) => verdicts[r.i])) return;
 		}
 		const next = typeof body.response_metadata?.next_cursor === 'string' ? body.response_metadata.next_cursor : '';
 		if (!next) {
 			if (body.has_more === true) {
-				return { outcome: 'unknown', detail: `Slack said ${what} has more messages ${between} but gave no way to read them (${read} read)` };
+				return settle(() => ({ outcome: 'unknown', detail: `Slack said ${what} has more messages but gave no way to read them (${read} read)` }));
 			}
-			return { outcome: 'not_found', detail: `Slack has no message from this step in ${where} ${between} (${read} message${read === 1 ? '' : 's'} read)` };
+			return settle(notFound);
 		}
 		cursor = next;
 	}
-	return {
-		outcome: 'unknown',
-		detail: `${where} has more messages ${between} than this check reads (${read} in ${maxPages} pages) and this step's message was not among them`,
-	};
+
+	function notFound(r: { since: number; until: number; resumed: boolean }): CheckVerdict {
+		return {
+			outcome: 'not_found',
+			detail: `Slack has no message from this step in ${where} ${between(r)} (${read} message${read === 1 ? '' : 's'} read${r.resumed ? ' in this run; newer ones were read by an earlier one' : ''})`,
+		};
+	}
 }
 
 /** A Slack Web API body, parsed when it arrived as text. */

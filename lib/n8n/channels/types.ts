@@ -38,13 +38,36 @@ export interface CheckWindow {
 
 /**
  * What a destination says about a message an earlier attempt may have sent. `found` carries what
- * a send would have returned (Slack `ts`, an HTTP resource id); `unknown` means the check could
- * not answer (it failed, timed out, or is not set up), and the step goes to Needs Review.
+ * a send would have returned (Slack `ts`, an HTTP resource id). `unknown` means the check cannot
+ * answer and asking again will not help (no scope, not in the channel, not set up): the step goes
+ * to Needs Review. `later` means it could not answer for a passing reason (rate limit, timeout,
+ * 5xx): the step waits to be checked again, `retryAfterMs` from now at the earliest when the
+ * destination said so. `resume` is the check's own note of how far it got (a later check of the
+ * same message gets it back in `CheckRequest.resume`); `progressed` says it got further than before.
  */
 export type CheckVerdict =
 	| { outcome: 'found'; externalId: string | null; response: unknown; detail: string }
 	| { outcome: 'not_found'; detail: string }
-	| { outcome: 'unknown'; detail: string };
+	| { outcome: 'unknown'; detail: string }
+	| { outcome: 'later'; detail: string; retryAfterMs: number | null; resume?: unknown; progressed?: boolean };
+
+/** One message to look for: where it may have gone out, and how far an earlier check got. */
+export interface CheckRequest<M> {
+	message: M;
+	window: CheckWindow;
+	/** The `resume` of this message's last `later` verdict, if any. */
+	resume?: unknown;
+}
+
+/**
+ * How long the checks of one run may take, by a monotonic clock (`now()`): no request starts once
+ * it could not finish before `deadline`, and waits for Retry-After add up to at most `maxWaitMs`.
+ */
+export interface CheckBudget {
+	now(): number;
+	deadline: number;
+	maxWaitMs: number;
+}
 
 export interface Channel<M> {
 	/** `http`, `slack` or `email`: stored with the result. */
@@ -61,6 +84,11 @@ export interface Channel<M> {
 	 * way to ask, or whose check the user has not set up.
 	 */
 	check?(message: M, window: CheckWindow): Promise<CheckVerdict>;
+	/**
+	 * Many checks at once, where the destination answers them together (Slack: one history read
+	 * per channel or thread). Verdicts in request order; never throws. Absent: `check` per message.
+	 */
+	checkMany?(requests: Array<CheckRequest<M>>, budget: CheckBudget): Promise<CheckVerdict[]>;
 }
 
 /** A minimal HTTP client interface, so that channels run on n8n's request helpers or on anything else. */
