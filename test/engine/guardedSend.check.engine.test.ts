@@ -23,6 +23,7 @@ const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output]
 const SENT = 0;
 const SKIPPED = 1;
 const REVIEW = 2;
+const IN_PROGRESS = 3;
 
 describe('engine: Guarded Send asks the destination before sending a step a dead run may have sent', () => {
 	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
@@ -136,11 +137,14 @@ describe('engine: Guarded Send asks the destination before sending a step a dead
 			expect(await row('s-4')).toMatchObject({ status: 'needs_review', result: expect.objectContaining({ reason: 'ambiguous', check: expect.objectContaining({ outcome: 'unknown' }) }) });
 		});
 
-		test('Slack does not answer the history in time: Needs Review', async () => {
+		test('Slack does not answer the history in time: In Progress, checked again by the next delivery; at "Checks Before Review" checks, Needs Review', async () => {
 			await deadRun('s-5');
 			slack.setHistoryPlan(() => ({ kind: 'hang' }));
-			const r = await run(slackSend({ options: { timeout: 1 } }), orders('s-5'));
-			expect(facts(r, REVIEW)).toEqual([expect.objectContaining({ reason: 'ambiguous', check: expect.objectContaining({ outcome: 'unknown', detail: expect.stringContaining('Slack could not be asked for the channel history: no answer within 1 s') }) })]);
+			const r = await run(slackSend({ options: { timeout: 1, checksBeforeReview: 2 } }), orders('s-5'));
+			expect(facts(r, REVIEW)).toEqual([]);
+			expect(facts(r, IN_PROGRESS)).toEqual([expect.objectContaining({ reason: 'check_later', checks: 1, check: expect.objectContaining({ outcome: 'later', detail: expect.stringContaining('Slack could not be asked for the channel history: no answer within 1 s') }) })]);
+			const again = await run(slackSend({ options: { timeout: 1, checksBeforeReview: 2 } }), orders('s-5'));
+			expect(facts(again, REVIEW)).toEqual([expect.objectContaining({ reason: 'ambiguous', check: expect.objectContaining({ outcome: 'later', detail: expect.stringContaining('Slack could not be asked for the channel history: no answer within 1 s') }) })]);
 			expect(slackMessages('s-5')).toHaveLength(0);
 		});
 
@@ -213,12 +217,17 @@ describe('engine: Guarded Send asks the destination before sending a step a dead
 			expect(charges(crm, 'h-2')).toHaveLength(1);
 		});
 
-		test('any other answer: Needs Review with the status', async () => {
+		test('any other answer: Needs Review with the status; a 500 is asked again by the next delivery', async () => {
 			await deadRun('h-3');
-			crm.setLookupPlan(() => ({ kind: 'status', status: 500, body: { error: 'boom' } }));
+			crm.setLookupPlan(() => ({ kind: 'status', status: 418, body: { error: 'teapot' } }));
 			const r = await run(httpSend(crm), orders('h-3'));
-			expect(facts(r, REVIEW)).toEqual([expect.objectContaining({ reason: 'ambiguous', detail: expect.stringContaining('answered HTTP 500') })]);
+			expect(facts(r, REVIEW)).toEqual([expect.objectContaining({ reason: 'ambiguous', detail: expect.stringContaining('answered HTTP 418') })]);
+			await deadRun('h-3b');
+			crm.setLookupPlan(() => ({ kind: 'status', status: 500, body: { error: 'boom' } }));
+			const busy = await run(httpSend(crm), orders('h-3b'));
+			expect(facts(busy, IN_PROGRESS)).toEqual([expect.objectContaining({ reason: 'check_later', detail: expect.stringContaining('answered HTTP 500') })]);
 			expect(charges(crm, 'h-3')).toHaveLength(0);
+			expect(charges(crm, 'h-3b')).toHaveLength(0);
 		});
 
 		test('configured statuses, HEAD and a header from the item', async () => {

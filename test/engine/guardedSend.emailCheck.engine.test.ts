@@ -147,23 +147,34 @@ describeIfDovecot('Guarded Send email with the Sent folder check')('engine: Guar
 		expect(mailsFor('m-4').map((m) => m.messageId)).toEqual([firstId, resent.messageId]);
 	});
 
-	test('a mail server that never answers: Needs Review with the evidence, within one timeout for the whole run', async () => {
+	test('a mail server that never answers: In Progress to be checked again, within one timeout for the whole run; at "Checks Before Review" checks, Needs Review with the evidence', async () => {
 		const silent = await tcpServer(() => undefined);
 		try {
 			await diedWhileSending(['m-5', 'm-6', 'm-7'], true);
 			const started = Date.now();
-			const r = await run(orders('m-5', 'm-6', 'm-7'), credentials({ ...imap.credential, port: silent.port }), emailSend({ options: { timeout: 1, concurrency: 1 } }));
+			const r = await run(orders('m-5', 'm-6', 'm-7'), credentials({ ...imap.credential, port: silent.port }), emailSend({ options: { timeout: 1, concurrency: 1, checksBeforeReview: 2 } }));
 			const took = Date.now() - started;
-			const review = facts(r, 2);
+			expect(facts(r, 2)).toEqual([]);
+			const waiting = facts(r, 3);
+			expect(waiting.map((f) => [f.reason, f.checks])).toEqual([
+				['check_later', 1],
+				['check_later', 1],
+				['check_later', 1],
+			]);
+			for (const f of waiting) expect(f.check).toMatchObject({ outcome: 'later', detail: expect.stringMatching(/did not answer the IMAP check within 1 s/) });
+			expect(took).toBeLessThan(4_000);
+			expect(await fx.ledger.get(ns(), 'm-5')).toEqual([expect.objectContaining({ status: 'failed_retryable', phase: 'sending', result: expect.objectContaining({ reason: 'check_later', checks: 1 }) })]);
+
+			const again = await run(orders('m-5', 'm-6', 'm-7'), credentials({ ...imap.credential, port: silent.port }), emailSend({ options: { timeout: 1, concurrency: 1, checksBeforeReview: 2 } }));
+			const review = facts(again, 2);
 			expect(review.map((f) => f.reason)).toEqual(['ambiguous', 'ambiguous', 'ambiguous']);
 			for (const f of review) {
-				expect(f.check).toMatchObject({ outcome: 'unknown', detail: expect.stringMatching(/did not answer the IMAP check within 1 s/) });
-				expect(f.detail).toMatch(/the destination could not tell whether the message arrived \(The mail server 127\.0\.0\.1:\d+ did not answer the IMAP check within 1 s/);
+				expect(f.check).toMatchObject({ outcome: 'later', detail: expect.stringMatching(/did not answer the IMAP check within 1 s/) });
+				expect(f.detail).toMatch(/the destination could not tell whether the message arrived \(2 checks could not answer; the last: The mail server 127\.0\.0\.1:\d+ did not answer the IMAP check within 1 s/);
 			}
-			expect(took).toBeLessThan(4_000);
 			expect(mailsFor('m-5').length + mailsFor('m-6').length + mailsFor('m-7').length).toBe(0);
 			const [row] = await fx.ledger.get(ns(), 'm-5');
-			expect(row).toMatchObject({ status: 'needs_review', result: { reason: 'ambiguous', check: { outcome: 'unknown' } } });
+			expect(row).toMatchObject({ status: 'needs_review', phase: 'sending', result: { reason: 'ambiguous', check: { outcome: 'later' } } });
 		} finally {
 			await silent.close();
 		}

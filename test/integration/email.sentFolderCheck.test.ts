@@ -1,8 +1,9 @@
 /**
  * The email channel's check, "was it delivered?": the sender's Sent folder searched over IMAP for
- * the Message-ID, against a real Dovecot (test/support/imapServer.ts). Found, not found, and
- * every way it cannot tell (login refused, no Sent folder, a server that never answers, nothing
- * listening), each with a detail a person can act on, within the timeout.
+ * the Message-ID, against a real Dovecot (test/support/imapServer.ts). Found, not found, every
+ * way it cannot tell (login refused, no Sent folder, TLS against the port), and every way it
+ * cannot tell now (a server that never answers, nothing listening: asked again on the next run),
+ * each with a detail a person can act on, within the timeout.
  */
 import { IMAP_CHECK_MARGIN_MS, sentFolderCheck, type ImapSettings } from '../../lib/n8n/channels/imap';
 import { describeIfDovecot, imapServer, type ImapTestServer } from '../support/imapServer';
@@ -112,27 +113,27 @@ describeIfDovecot('the IMAP Sent folder check')('email: the Sent folder check ov
 		expect(missing).toEqual({ outcome: 'unknown', detail: expect.stringMatching(/^The mailbox of custom has no folder "Sent Mail" \(it has: .*\): correct "Sent Folder" under Email Options$/) });
 	});
 
-	test('a server that accepts the connection and never answers: cannot tell, within the timeout, once per run', async () => {
+	test('a server that accepts the connection and never answers: not now (asked again on the next run), within the timeout, once per run', async () => {
 		const silent = await tcpServer(() => undefined);
 		open.push(silent);
 		const check = checker({ port: silent.port, timeoutMs: 1_000 });
 		const started = Date.now();
 		const verdict = await check.check(newId(), recent());
 		const took = Date.now() - started;
-		expect(verdict).toEqual({ outcome: 'unknown', detail: expect.stringMatching(/^The mail server 127\.0\.0\.1:\d+ did not answer the IMAP check within 1 s: check the host and port/) });
+		expect(verdict).toEqual({ outcome: 'later', retryAfterMs: null, detail: expect.stringMatching(/^The mail server 127\.0\.0\.1:\d+ did not answer the IMAP check within 1 s: check the host and port.*; it is asked again on the next run$/) });
 		expect(took).toBeGreaterThanOrEqual(900);
 		expect(took).toBeLessThan(2_000);
 		const again = Date.now();
-		expect((await check.check(newId(), recent())).outcome).toBe('unknown');
+		expect((await check.check(newId(), recent())).outcome).toBe('later');
 		expect(Date.now() - again).toBeLessThan(50);
 	});
 
-	test('nothing listening: cannot tell, connection refused', async () => {
+	test('nothing listening: not now (a server restarting looks the same), connection refused', async () => {
 		const gone = await tcpServer(() => undefined);
 		const port = gone.port;
 		await gone.close();
 		const verdict = await checker({ port }).check(newId(), recent());
-		expect(verdict).toEqual({ outcome: 'unknown', detail: expect.stringMatching(/^Nothing accepts IMAP connections at 127\.0\.0\.1:\d+ \(connection refused\): check the host and port/) });
+		expect(verdict).toEqual({ outcome: 'later', retryAfterMs: null, detail: expect.stringMatching(/^Nothing accepts IMAP connections at 127\.0\.0\.1:\d+ \(connection refused\): check the host and port.*; it is asked again on the next run$/) });
 	});
 
 	test('SSL/TLS on against a plain IMAP port: cannot tell, and says to check SSL/TLS against the port', async () => {
