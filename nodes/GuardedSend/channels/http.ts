@@ -193,7 +193,7 @@ export const httpCheckOption: INodeProperties = {
 	placeholder: 'Add Check Request',
 	default: {},
 	description:
-		'After a run died while sending, a GET or HEAD request asks the API whether the thing was created: found, it is recorded as sent; not found, it is sent; any other answer sends the item to Needs Review. It never sends the message.',
+		'After a run died while sending, a GET or HEAD request asks the API whether the thing was created: found, it is recorded as sent; not found, it is sent; no answer, or a 408, 425, 429 or 5xx, and the next delivery asks again; any other answer sends the item to Needs Review. It never sends the message.',
 	displayOptions: { show: { '/channel': ['http'], '/honoursKey': [false] } },
 	options: [
 		{

@@ -52,7 +52,7 @@ export const slackProperties: INodeProperties[] = [
 				type: 'boolean',
 				default: true,
 				description:
-					'Whether to look in the channel (or thread) for the message when a run died while it may have been posting it: found, it is recorded as sent; not found, it is posted; when Slack cannot tell, it goes to Needs Review. Needs a channel ID and the channels:history scope (groups:history, im:history).',
+					'Whether to look in the channel (or thread) for the message when a run died while it may have been posting it: found, it is recorded as sent; not found, it is posted; when Slack cannot answer now (rate limit, timeout), the next delivery looks again; when it cannot tell, it goes to Needs Review. Needs a channel ID and the channels:history scope (groups:history, im:history).',
 			},
 			{
 				displayName: 'Slack API URL',
