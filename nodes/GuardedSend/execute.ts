@@ -396,7 +396,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		for (const { p, record } of toCheck) {
 			const pending = pendingCheck(record);
 			// The destination asked to wait (Retry-After) and that time has not come: not asked again yet.
-			if (pending && tooEarly(record, pending)) laterFor(p, record, pending, 'it asked to wait', null);
+			if (pending && tooEarly(record, pending)) laterFor(p, record, pending, 'it asked to wait', ((record.result as IDataObject).check as CheckEvidence | undefined) ?? null);
 			else asking.push({ p, record, message: adapter.forClaim ? adapter.forClaim(p.message, record) : p.message, pending });
 		}
 		const checkDeadline = claimedAt + Math.min(...asking.map((a) => a.record.leaseRemainingMs ?? config.leaseMs)) - (config.timeoutMs + DEADLINE_MARGIN_MS);

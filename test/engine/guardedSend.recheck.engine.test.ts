@@ -146,9 +146,9 @@ describe('engine: Guarded Send checks Slack within its rate limits; a check that
 
 		// Delivered again before Retry-After: still In Progress, and Slack is not asked.
 		const early = await run(slackSend(server, { maxTotalWait: 0 }), ['r-1', 'r-2']);
-		expect(facts(early, IN_PROGRESS).map((f) => [f.key, f.reason, f.checks])).toEqual([
-			['r-1', 'check_later', 1],
-			['r-2', 'check_later', 1],
+		expect(facts(early, IN_PROGRESS).map((f) => [f.key, f.reason, f.checks, f.checkAgainAt, (f.check as { outcome?: string } | undefined)?.outcome])).toEqual([
+			['r-1', 'check_later', 1, waiting[0].checkAgainAt, 'later'],
+			['r-2', 'check_later', 1, waiting[1].checkAgainAt, 'later'],
 		]);
 		expect(server.historyRequests.length - before).toBe(1);
 

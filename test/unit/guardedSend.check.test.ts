@@ -5,6 +5,7 @@
  * HTTP against the local stand-ins of test/support/destinations.ts.
  */
 import http from 'http';
+import { performance } from 'perf_hooks';
 import type { AddressInfo } from 'net';
 
 import { httpChannel, parseStatusList, statusListsOverlap, type HttpCheckOptions, type HttpMessage } from '../../lib/n8n/channels/http';
@@ -192,6 +193,36 @@ describe('Slack check: the channel history, by the message metadata', () => {
 			expect(verdict.detail).toContain('Set Slack Channel to the channel ID');
 		}
 		expect(slack.historyRequests).toHaveLength(0);
+	});
+
+	test('many checks at once: one read per channel or thread, each message answered; a channel given by name is answered without a read', async () => {
+		const parent = slack.addMessage({ channel: CHANNEL, text: 'Order thread' });
+		const a = slack.addMessage({ channel: CHANNEL, text: 'a', metadata: metadata(KEY) });
+		const b = slack.addMessage({ channel: 'C0OTHER001', text: 'b', metadata: metadata(OTHER_KEY) });
+		const r = slack.addMessage({ channel: CHANNEL, threadTs: parent.ts, text: 'r', metadata: metadata('d'.repeat(64)) });
+		const now = performance.now();
+		const verdicts = await channelFor(slack).checkMany!(
+			[
+				{ message: message(), window: recent() },
+				{ message: message({ idempotencyKey: 'c'.repeat(64) }), window: recent() },
+				{ message: message({ channel: 'C0OTHER001', idempotencyKey: OTHER_KEY }), window: recent() },
+				{ message: message({ threadTs: parent.ts, idempotencyKey: 'd'.repeat(64) }), window: recent() },
+				{ message: message({ channel: '#orders' }), window: recent() },
+			],
+			{ now: () => performance.now(), deadline: now + 60_000, maxWaitMs: 0 },
+		);
+		expect(verdicts.map((v) => [v.outcome, v.outcome === 'found' ? v.externalId : null])).toEqual([
+			['found', a.ts],
+			['not_found', null],
+			['found', b.ts],
+			['found', r.ts],
+			['unknown', null],
+		]);
+		expect(slack.historyRequests.map((q) => [q.path, q.params.channel])).toEqual([
+			['conversations.history', CHANNEL],
+			['conversations.history', 'C0OTHER001'],
+			['conversations.replies', CHANNEL],
+		]);
 	});
 
 	test('with the check turned off, the channel has none', () => {
