@@ -70,6 +70,26 @@ interface Held {
 	executionId: string;
 	/** The end of the configured lease, by this process's monotonic clock (performance.now()). */
 	until: number;
+	/**
+	 * Until when the ledger has confirmed the lease, by the same clock: the claim's lease, then
+	 * moved by each renewal the ledger answered (counted from just before the call).
+	 */
+	confirmedUntil: number;
+	/** Rows whose renewal the ledger refused (settled, taken over, released or lapsed). */
+	refused: Set<FencedRow>;
+}
+
+/**
+ * What a holder may ask about the leases kept for it: until when each row's lease is known to be
+ * held. A node that starts side effects under the lease (Guarded Send) starts none past this.
+ */
+export interface KeptLeases {
+	/**
+	 * Until when (performance.now() time) this run's lease on `row` is confirmed by the ledger:
+	 * the claim's lease, moved on by each renewal the ledger answered; -Infinity once the ledger
+	 * refused to renew the row. A failed renewal call moves nothing, so the time stands and runs out.
+	 */
+	heldUntil(row: FencedRow): number;
 }
 
 /**
@@ -97,15 +117,20 @@ export class LeaseKeeper {
 		return rows;
 	}
 
-	/** Starts renewing `rows` of `executionId` until `until` (performance.now() time). Never throws. */
-	hold(rows: FencedRow[], executionId: string, until: number, logger?: Warner): void {
+	/**
+	 * Starts renewing `rows` of `executionId` until `until` (performance.now() time); their claim's
+	 * lease is confirmed until `confirmedUntil`. Never throws.
+	 */
+	hold(rows: FencedRow[], executionId: string, until: number, logger?: Warner, confirmedUntil = -Infinity): KeptLeases {
 		if (logger) this.logger = logger;
-		if (rows.length > 0) this.held.add({ rows, executionId, until });
+		const held: Held = { rows, executionId, until, confirmedUntil, refused: new Set() };
+		if (rows.length > 0) this.held.add(held);
 		if (this.held.size > 0 && this.timer === null) {
 			this.timer = setInterval(() => void this.renew(), LEASE_KEEPING.renewEveryMs);
 			// Never keeps a process alive: a process that is ending lets its leases lapse.
 			this.timer.unref?.();
 		}
+		return { heldUntil: (row) => (held.refused.has(row) ? -Infinity : held.confirmedUntil) };
 	}
 
 	/** Stops renewing the rows of an execution (it ended). Their leases lapse on their own. */
@@ -159,6 +184,8 @@ export class LeaseKeeper {
 	private async renewRows(claims: Held[], leaseMs: number, lastTime: boolean): Promise<void> {
 		this.counts.calls++;
 		const rows = claims.flatMap((held) => held.rows);
+		// The ledger counts the new lease from its own now, which is later than this.
+		const askedAt = this.now();
 		let answers: boolean[];
 		try {
 			answers = await this.ledger.renewLeases(rows, leaseMs);
@@ -174,6 +201,10 @@ export class LeaseKeeper {
 		for (const held of claims) {
 			const from = at;
 			at += held.rows.length;
+			held.confirmedUntil = Math.max(held.confirmedUntil, Math.min(held.until, askedAt + leaseMs));
+			held.rows.forEach((row, i) => {
+				if (!answers[from + i]) held.refused.add(row);
+			});
 			if (lastTime) this.held.delete(held);
 			else held.rows = held.rows.filter((_, i) => answers[from + i]);
 			if (held.rows.length === 0) this.held.delete(held);
@@ -215,16 +246,20 @@ export function keeperFor(ledger: Ledger): LeaseKeeper {
  * the configured lease, as before. Where n8n offers no execution hooks, the renewals stop at the
  * configured lease, or once a later node settles the rows. Never throws; makes no ledger call.
  */
-export function keepLeases(ctx: IExecuteFunctions, ledger: Ledger, rows: FencedRow[], plan: LeasePlan, claimedFrom: number): void {
-	if (!plan.renew || rows.length === 0) return;
+export function keepLeases(ctx: IExecuteFunctions, ledger: Ledger, rows: FencedRow[], plan: LeasePlan, claimedFrom: number): KeptLeases {
+	const claimed = claimedFrom + plan.claimMs;
+	const unrenewed: KeptLeases = { heldUntil: () => claimed };
+	if (!plan.renew || rows.length === 0) return unrenewed;
 	try {
 		const executionId = ctx.getExecutionId() ?? 'unknown';
 		const keeper = keeperFor(ledger);
-		keeper.hold(rows, executionId, claimedFrom + plan.maxMs, ctx.logger);
+		const kept = keeper.hold(rows, executionId, claimedFrom + plan.maxMs, ctx.logger, claimed);
 		atExecutionEnd(ctx, async (end) => {
 			if (end !== 'waiting') keeper.release(executionId);
 		});
+		return kept;
 	} catch {
 		// Nothing to report to the run: without renewals its keys are held for the short lease only.
+		return unrenewed;
 	}
 }

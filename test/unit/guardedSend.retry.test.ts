@@ -151,6 +151,92 @@ describe('retry policy: deliver', () => {
 		expect(w).toMatchObject({ status: 'failed_retryable', reason: 'out_of_time', attempts: 1 });
 	});
 
+	test('no attempt starts once the lease is no longer confirmed (a kept lease whose renewals failed)', async () => {
+		const c = clock();
+		let heldUntil = c.now() + 30_000;
+		const channel = scripted([busy(), busy(), ok]);
+		const first = channel.send.bind(channel);
+		channel.send = async (m: string, n: number) => {
+			// The renewals stop during the first attempt: the hold ends before the next one.
+			heldUntil = c.now() + 50;
+			return first(m, n);
+		};
+		const v = await deliver(channel, 'm', { policy, sleep: c.sleep, now: c.now, heldUntil: () => heldUntil, random: () => 0.9 });
+		expect(v).toMatchObject({ status: 'failed_retryable', reason: 'out_of_time', attempts: 1 });
+		expect(String((v as { detail: string }).detail)).toMatch(/did not confirm this run's hold on the step in time/);
+		expect(channel.calls).toBe(1);
+	});
+
+	describe('an uncertain answer is checked where the channel can ask the destination', () => {
+		type Answer = Awaited<ReturnType<NonNullable<Channel<string>['check']>>>;
+		const checking = (answers: AttemptResult[], checks: Answer[], idempotent = false) => {
+			const channel = scripted(answers, idempotent) as ReturnType<typeof scripted> & { check: NonNullable<Channel<string>['check']>; windows: unknown[] };
+			channel.windows = [];
+			channel.check = async (_m, window) => {
+				channel.windows.push(window);
+				return checks[Math.min(channel.windows.length - 1, checks.length - 1)];
+			};
+			return channel;
+		};
+		const found: Answer = { outcome: 'found', externalId: 'ch_1', response: { id: 'ch_1' }, detail: 'the API has it' };
+		const notFound: Answer = { outcome: 'not_found', detail: 'the API does not have it' };
+		const unknown: Answer = { outcome: 'unknown', detail: 'HTTP 500' };
+
+		test('found: completed with the check\'s answer, not sent again', async () => {
+			const c = clock();
+			const channel = checking([unsure, ok], [found]);
+			const v = await deliver(channel, 'm', { policy, sleep: c.sleep, now: c.now, checkSinceMs: 5 });
+			expect(v).toMatchObject({ status: 'completed', externalId: 'ch_1', response: { id: 'ch_1' }, attempts: 1, check: { outcome: 'found', detail: 'the API has it' } });
+			expect(channel.calls).toBe(1);
+			expect(channel.windows).toEqual([{ sinceMs: 5, untilMs: expect.any(Number) }]);
+			// Asked after the backoff wait, just before the next attempt would have started.
+			expect(c.waits).toHaveLength(1);
+		});
+
+		test('not found: sent again under the policy', async () => {
+			const c = clock();
+			const channel = checking([unsure, ok], [notFound]);
+			const v = await deliver(channel, 'm', { policy, sleep: c.sleep, now: c.now, checkSinceMs: 5 });
+			expect(v).toMatchObject({ status: 'completed', externalId: 'x-1', attempts: 2, check: { outcome: 'not_found' } });
+			expect(channel.calls).toBe(2);
+		});
+
+		test('not found on the last attempt allowed: failed_retryable (nothing went out), so the next run sends it', async () => {
+			const c = clock();
+			const v = await deliver(checking([unsure], [notFound]), 'm', { policy: { ...policy, maxAttempts: 1 }, sleep: c.sleep, now: c.now, checkSinceMs: 5 });
+			expect(v).toMatchObject({ status: 'failed_retryable', reason: 'gave_up', maybePerformed: false, check: { outcome: 'not_found' } });
+			expect(String((v as { detail: string }).detail)).toMatch(/the destination was asked and does not have it: nothing went out/);
+		});
+
+		test('cannot tell: needs_review (ambiguous) with the check\'s detail; with the risk accepted, sent again', async () => {
+			const c = clock();
+			const channel = checking([unsure, ok], [unknown]);
+			const v = await deliver(channel, 'm', { policy, sleep: c.sleep, now: c.now, checkSinceMs: 5 });
+			expect(v).toMatchObject({ status: 'needs_review', reason: 'ambiguous', attempts: 1, check: { outcome: 'unknown', detail: 'HTTP 500' } });
+			expect(String((v as { detail: string }).detail)).toMatch(/could not tell whether it arrived \(HTTP 500\)/);
+			expect(channel.calls).toBe(1);
+			const accepted = checking([unsure, ok], [unknown]);
+			expect(await deliver(accepted, 'm', { policy, acceptUncertain: true, sleep: c.sleep, now: c.now, checkSinceMs: 5 })).toMatchObject({ status: 'completed', attempts: 2 });
+			// Found still stops the second send where the risk is accepted.
+			const there = checking([unsure, ok], [found]);
+			expect(await deliver(there, 'm', { policy, acceptUncertain: true, sleep: c.sleep, now: c.now, checkSinceMs: 5 })).toMatchObject({ status: 'completed', externalId: 'ch_1', attempts: 1 });
+			expect(there.calls).toBe(1);
+		});
+
+		test('a check that throws cannot tell; an idempotent channel, or no checkSinceMs, is not checked', async () => {
+			const c = clock();
+			const throwing = checking([unsure, ok], [found]);
+			throwing.check = async () => Promise.reject(new Error('socket hang up'));
+			expect(await deliver(throwing, 'm', { policy, sleep: c.sleep, now: c.now, checkSinceMs: 5 })).toMatchObject({ status: 'needs_review', check: { outcome: 'unknown', detail: 'The check failed: socket hang up' } });
+			const keyed = checking([unsure, ok], [found], true);
+			expect(await deliver(keyed, 'm', { policy, sleep: c.sleep, now: c.now, checkSinceMs: 5 })).toMatchObject({ status: 'completed', externalId: 'x-1', attempts: 2 });
+			expect(keyed.windows).toEqual([]);
+			const off = checking([unsure, ok], [found]);
+			expect(await deliver(off, 'm', { policy, sleep: c.sleep, now: c.now })).toMatchObject({ status: 'needs_review', reason: 'ambiguous' });
+			expect(off.windows).toEqual([]);
+		});
+	});
+
 	test('a channel that throws is treated as "may have acted"', async () => {
 		const channel: Channel<string> = { name: 'odd', idempotent: false, send: async () => Promise.reject(new Error('bug')) };
 		const v = await deliver(channel, 'm', { policy });

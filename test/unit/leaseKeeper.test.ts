@@ -121,6 +121,29 @@ describe('LeaseKeeper', () => {
 		keeper.stop();
 	});
 
+	test('heldUntil: the claim\'s lease, moved by each renewal the ledger answered; a failed call moves nothing; a refused row is lost; never past the maximum', async () => {
+		let down = false;
+		const { ledger } = standIn((r) => (down ? new Error('down') : r.key !== 'taken'));
+		const keeper = new LeaseKeeper(ledger, clock);
+		const a = row('a');
+		const taken = row('taken');
+		const kept = keeper.hold([a, taken], 'e1', now + 45_000, undefined, now + 30_000);
+		expect(kept.heldUntil(a)).toBe(31_000);
+		now += 10_000;
+		await keeper.renew();
+		expect(kept.heldUntil(a)).toBe(41_000);
+		expect(kept.heldUntil(taken)).toBe(-Infinity);
+		down = true;
+		now += 10_000;
+		await keeper.renew();
+		expect(kept.heldUntil(a)).toBe(41_000);
+		down = false;
+		now += 10_000; // 15 s before the maximum: the last renewal ends at it
+		await keeper.renew();
+		expect(kept.heldUntil(a)).toBe(46_000);
+		expect(keeper.size).toBe(0);
+	});
+
 	test('a logger that throws does not stop the keeper', async () => {
 		const { ledger } = standIn(() => new Error('down'));
 		const keeper = new LeaseKeeper(ledger, clock);

@@ -8,12 +8,18 @@
  * - A permanent refusal (a 4xx other than 401/408/409/425/429): `needs_review`, with the response.
  * - Refused credentials: `failed_retryable` at once (retrying cannot help; fixing the credential can).
  * - An answer that leaves it unknown whether the destination acted (a timeout after the request
- *   was written, a 500/502/504): retried only when repeating is safe (the destination honours an
- *   idempotency key, or the user accepted the risk); otherwise `needs_review` at once.
+ *   was written, a dropped connection, a 500/502/504): retried when repeating is safe (the
+ *   destination honours an idempotency key). Where the channel can ask the destination (its
+ *   `check`: Slack history, the Sent folder, a check request), it is asked, after the backoff wait
+ *   and just before the next attempt would start: found is `completed`, with the check's answer;
+ *   not found goes on under the policy (a next attempt, or `failed_retryable` when the budget is
+ *   spent: nothing went out); cannot tell is `needs_review`, or a next attempt where the user
+ *   accepted a possible duplicate. With no check, `needs_review` at once unless the user accepted
+ *   the risk.
  *
  * Nothing here knows about n8n or the ledger.
  */
-import type { AttemptResult, Channel } from './types';
+import type { AttemptResult, Channel, CheckVerdict } from './types';
 
 export interface RetryPolicy {
 	/** Attempts per item in one run, the first included. */
@@ -55,7 +61,14 @@ export function parseRetryAfter(value: unknown, now: number = Date.now()): numbe
 	return Math.max(0, at - now);
 }
 
-export type Verdict =
+/** What the destination said when asked about an uncertain answer, as kept with the verdict. */
+export interface CheckedAnswer {
+	outcome: CheckVerdict['outcome'];
+	detail: string;
+	checkedAt: string;
+}
+
+export type Verdict = (
 	| { status: 'completed'; externalId: string | null; response: unknown; attempts: number; waitedMs: number }
 	| {
 			status: 'needs_review';
@@ -75,14 +88,30 @@ export type Verdict =
 			waitedMs: number;
 			/** Whether an attempt may have been performed (only possible when repeating is safe). */
 			maybePerformed: boolean;
-	  };
+	  }
+) & {
+	/** The destination's answer when it was asked about an uncertain attempt (the last time it was asked). */
+	check?: CheckedAnswer;
+};
 
 export interface DeliverOptions {
 	policy: RetryPolicy;
 	/** Repeating an attempt that may have been performed is acceptable (the user said so). */
 	acceptUncertain?: boolean;
-	/** Epoch ms: no attempt starts after this (the lease ends soon after). */
+	/** By `now`: no attempt starts after this (the lease ends soon after). */
 	deadline?: number;
+	/**
+	 * By `now`, read before each attempt: until when the lease is confirmed (a kept lease moves it
+	 * on at each renewal). No attempt starts at or after it: a renewal that failed must not let an
+	 * attempt start once the lease could have lapsed and another run could have taken the step.
+	 */
+	heldUntil?: () => number;
+	/**
+	 * Ask the destination about an uncertain answer (with the channel's `check`, where it has one
+	 * and is not idempotent), for a send made since this time (epoch ms, the ledger's first claim
+	 * of the step). Without it, uncertain answers are not checked.
+	 */
+	checkSinceMs?: number;
 	sleep?: (ms: number) => Promise<void>;
 	random?: () => number;
 	now?: () => number;
@@ -97,24 +126,69 @@ export async function deliver<M>(channel: Channel<M>, message: M, options: Deliv
 	const now = options.now ?? Date.now;
 	const repeatSafe = channel.idempotent || options.acceptUncertain === true;
 	const maxAttempts = Math.max(1, Math.floor(policy.maxAttempts));
+	const checkSinceMs = options.checkSinceMs;
+	const check = !channel.idempotent && checkSinceMs !== undefined ? channel.check?.bind(channel) : undefined;
 	let waitedMs = 0;
 	let maybePerformed = false;
 	let last: AttemptResult | null = null;
 	let attempts = 0;
+	let checked: CheckedAnswer | undefined;
+	const withCheck = <V extends Verdict>(verdict: V): V => (checked ? { ...verdict, check: checked } : verdict);
 
-	const failed = (reason: 'gave_up' | 'unauthorized' | 'out_of_time', detail: string): Verdict => ({
-		status: 'failed_retryable',
-		reason,
-		detail,
-		response: last && 'response' in last ? last.response : null,
-		attempts,
-		waitedMs,
-		maybePerformed,
-	});
+	const failed = (reason: 'gave_up' | 'unauthorized' | 'out_of_time', detail: string): Verdict =>
+		withCheck({
+			status: 'failed_retryable',
+			reason,
+			detail:
+				checked?.outcome === 'not_found' && last?.kind === 'uncertain'
+					? `${detail} (the destination was asked and does not have it: nothing went out)`
+					: detail,
+			response: last && 'response' in last ? last.response : null,
+			attempts,
+			waitedMs,
+			maybePerformed,
+		});
+	const ambiguous = (result: AttemptResult, why: string): Verdict =>
+		withCheck({
+			status: 'needs_review',
+			reason: 'ambiguous',
+			detail: `${reasonOf(result)}. The destination may have acted, and ${why}.`,
+			response: 'response' in result ? result.response : null,
+			attempts,
+			waitedMs,
+		});
+
+	/**
+	 * Asks the destination whether an uncertain attempt went through. Returns the verdict to end
+	 * with (found; or cannot tell where a repeat is not safe), or null to go on (not found: nothing
+	 * went out; or cannot tell where the user accepted a possible duplicate).
+	 */
+	const settleByCheck = async (result: AttemptResult): Promise<Verdict | null> => {
+		const answer: CheckVerdict = await check!(message, { sinceMs: checkSinceMs!, untilMs: Date.now() }).catch((error: unknown) => ({
+			outcome: 'unknown' as const,
+			detail: `The check failed: ${(error as Error)?.message ?? String(error)}`,
+		}));
+		checked = { outcome: answer.outcome, detail: answer.detail, checkedAt: new Date().toISOString() };
+		if (answer.outcome === 'found') {
+			return withCheck({ status: 'completed', externalId: answer.externalId, response: answer.response, attempts, waitedMs });
+		}
+		if (answer.outcome === 'not_found') {
+			maybePerformed = false;
+			return null;
+		}
+		// Any other answer: the destination could not tell.
+		return repeatSafe ? null : ambiguous(result, `the destination could not tell whether it arrived (${answer.detail})`);
+	};
 
 	for (let attempt = 1; attempt <= maxAttempts; attempt++) {
 		if (options.deadline !== undefined && now() > options.deadline) {
 			return failed('out_of_time', `The time this run may hold the step was about to run out before attempt ${attempt}; nothing more was sent`);
+		}
+		if (options.heldUntil !== undefined && now() >= options.heldUntil()) {
+			return failed(
+				'out_of_time',
+				`The ledger did not confirm this run's hold on the step in time (its renewals failed), so attempt ${attempt} was not started: another run could take the step over once the hold runs out`,
+			);
 		}
 		attempts = attempt;
 		let result: AttemptResult;
@@ -127,41 +201,45 @@ export async function deliver<M>(channel: Channel<M>, message: M, options: Deliv
 		last = result;
 		switch (result.kind) {
 			case 'sent':
-				return { status: 'completed', externalId: result.externalId, response: result.response, attempts, waitedMs };
+				return withCheck({ status: 'completed', externalId: result.externalId, response: result.response, attempts, waitedMs });
 			case 'rejected':
-				return { status: 'needs_review', reason: 'rejected', detail: result.reason, response: result.response, attempts, waitedMs };
+				return withCheck({ status: 'needs_review', reason: 'rejected', detail: result.reason, response: result.response, attempts, waitedMs });
 			case 'unauthorized':
 				return failed('unauthorized', result.reason);
 			case 'uncertain':
 				maybePerformed = true;
-				if (!repeatSafe) {
-					return {
-						status: 'needs_review',
-						reason: 'ambiguous',
-						detail: `${result.reason}. The destination may have acted, and ${channel.name} cannot be asked again safely.`,
-						response: result.response,
-						attempts,
-						waitedMs,
-					};
-				}
+				if (!repeatSafe && !check) return ambiguous(result, `${channel.name} cannot be asked again safely`);
 				break;
 			case 'unavailable':
 				break;
 		}
-		if (attempt === maxAttempts) break;
+		// An uncertain answer with a check: the destination is asked before this run gives up or
+		// tries again, so that a message that went out is recorded as sent, not sent twice.
+		const toCheck = result.kind === 'uncertain' && check !== undefined;
+		/** Ends the attempts: asks first after an uncertain answer (found wins), then `end`. */
+		const stop = async (end: () => Verdict): Promise<Verdict> => (toCheck ? ((await settleByCheck(result)) ?? end()) : end());
+		if (attempt === maxAttempts) {
+			return stop(() => failed('gave_up', `${reasonOf(result)}; gave up after ${attempts} attempt${attempts === 1 ? '' : 's'}`));
+		}
 		const asked = result.kind === 'unavailable' || result.kind === 'uncertain' ? result.retryAfterMs : null;
 		const delay = asked ?? backoffDelay(attempt, policy, options.random);
 		if (asked !== null && asked > policy.maxDelayMs) {
-			return failed('gave_up', `${reasonOf(result)}; the destination asked to wait ${Math.ceil(asked / 1000)} s, longer than the longest wait allowed`);
+			return stop(() => failed('gave_up', `${reasonOf(result)}; the destination asked to wait ${Math.ceil(asked / 1000)} s, longer than the longest wait allowed`));
 		}
 		if (waitedMs + delay > policy.maxTotalWaitMs) {
-			return failed('gave_up', `${reasonOf(result)}; waiting again would exceed the total wait allowed`);
+			return stop(() => failed('gave_up', `${reasonOf(result)}; waiting again would exceed the total wait allowed`));
 		}
 		if (options.deadline !== undefined && now() + delay > options.deadline) {
-			return failed('out_of_time', `${reasonOf(result)}; the time this run may hold the step runs out before the next attempt could start`);
+			return stop(() => failed('out_of_time', `${reasonOf(result)}; the time this run may hold the step runs out before the next attempt could start`));
 		}
 		await sleep(delay);
 		waitedMs += delay;
+		// Asked as late as possible, just before the next attempt: a destination still working on
+		// the request when the answer timed out has had the backoff wait to finish it.
+		if (toCheck) {
+			const settled = await settleByCheck(result);
+			if (settled) return settled;
+		}
 	}
 	return failed('gave_up', `${last ? reasonOf(last) : 'No attempt was made'}; gave up after ${attempts} attempt${attempts === 1 ? '' : 's'}`);
 }
