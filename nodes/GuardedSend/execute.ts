@@ -8,6 +8,10 @@
  * over meanwhile (or an operator released it), the write changes nothing and the item says so.
  * Time is the ledger's: the claim answers how long the lease has left, and sends stop in time
  * by this process's own monotonic clock, never by comparing its wall clock with the ledger's.
+ * A "Hold Step For" longer than 30 s is claimed as a 30 s lease that this process renews while
+ * the run lives, up to "Hold Step For" (lib/n8n/leaseKeeper.ts): a run that dies frees its steps
+ * within ~30 s. No attempt starts later than (timeout + margin) before "Hold Step For" ends, nor
+ * once the lease is no longer confirmed by a renewal (the keeper's renewals failed).
  *
  * A claim that takes over a lapsed lease tells which phase the dead run reached:
  *   - no phase (it died before sending could start), or a failed_retryable row: safe to send;
@@ -27,13 +31,14 @@ import { LedgerError, LedgerInputError, LedgerUnavailableError } from '../../lib
 import { fingerprint } from '../../lib/ledger/fingerprint';
 import { performance } from 'perf_hooks';
 
-import type { ClaimOutcome, Ledger, LedgerRecord, RecordOutcome, RecordRequest, RowId } from '../../lib/ledger/types';
+import type { ClaimOutcome, FencedRow, Ledger, LedgerRecord, RecordOutcome, RecordRequest, RowId } from '../../lib/ledger/types';
 import { UNIT_STEP } from '../../lib/ledger/types';
 import { assertStep } from '../../lib/ledger/validate';
 import { forEachLimit } from '../../lib/n8n/channels/limit';
 import { deliver, type RetryPolicy, type Verdict } from '../../lib/n8n/channels/retry';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { factsOf, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
+import { keepLeases, leasePlan } from '../../lib/n8n/leaseKeeper';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { authorityFor, unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
 import { leaveItemsOpen } from '../../lib/n8n/openUnits';
@@ -59,6 +64,12 @@ const IN_PROGRESS = 3;
 
 /** No attempt starts later than the timeout plus this before the lease ends. */
 const DEADLINE_MARGIN_MS = 1_000;
+
+/**
+ * An uncertain answer (a timeout, a dropped connection) is checked at the destination no sooner
+ * than this after it came, so that a destination still finishing the request can show it.
+ */
+const CHECK_AFTER_MS = 2_000;
 
 /** The recovery point marked before the first byte goes out. */
 export const PHASE_SENDING = 'sending';
@@ -293,10 +304,19 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	async function runChunk(ledger: Ledger, chunk: Prepared[], mayWait: boolean): Promise<Prepared[]> {
 		// The lease runs from the moment the ledger answers; counting from before the request is safe.
 		const claimedAt = performance.now();
+		// A short lease, renewed while this run lives, up to "Hold Step For" (as Dedupe Gate's).
+		const plan = leasePlan(config.leaseMs);
 		const outcomes: ClaimOutcome[] = await ledger.claim(
 			chunk.map((p) => ({ ...p.row, fingerprint: p.fingerprint })),
-			{ mode: 'lease', holder, leaseMs: config.leaseMs, ttlMs: config.ttlMs, reclaimOwnLease },
+			{ mode: 'lease', holder, leaseMs: plan.claimMs, ttlMs: config.ttlMs, reclaimOwnLease },
 		);
+		/** Each claimed row with its fence, as the keeper holds it (by item index). */
+		const fenced = new Map<number, FencedRow>();
+		chunk.forEach((p, r) => {
+			const outcome = outcomes[r];
+			if (outcome.kind === 'claimed' && outcome.record.fence !== null) fenced.set(p.index, { ...p.row, fence: outcome.record.fence });
+		});
+		const kept = keepLeases(ctx, ledger, [...fenced.values()], plan, claimedAt);
 		const toSend: Array<{ p: Prepared; record: LedgerRecord; resend: boolean; check?: CheckEvidence }> = [];
 		const toCheck: Array<{ p: Prepared; record: LedgerRecord }> = [];
 		const records: Array<{
@@ -447,17 +467,29 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			});
 
 			// 4. Send, at most `concurrency` at once, each under the retry policy and the lease.
+			// A kept lease runs to "Hold Step For" from the claim (the keeper extends it); an attempt
+			// starts only while it can end before that, and while a renewal still confirms the lease:
+			// renewals that fail stop new attempts before the lease could lapse and another run take
+			// the step (one in flight then is caught by the fenced record, and by the `sending` mark).
 			const margin = config.timeoutMs + DEADLINE_MARGIN_MS;
 			await forEachLimit(sendable, config.concurrency, async (s) => {
-				const deadline = claimedAt + (s.record.leaseRemainingMs ?? config.leaseMs) - margin;
+				const deadline = claimedAt + (plan.renew ? plan.maxMs : (s.record.leaseRemainingMs ?? config.leaseMs)) - margin;
+				const row = fenced.get(s.p.index);
 				const message = adapter.forClaim ? adapter.forClaim(s.p.message, s.record) : s.p.message;
 				const verdict = await deliver(adapter.channel, message, {
 					policy: config.policy,
 					acceptUncertain: adapter.acceptUncertain,
 					deadline,
+					heldUntil: row ? () => kept.heldUntil(row) - DEADLINE_MARGIN_MS : undefined,
+					// An uncertain answer is checked with the same check a takeover uses, for a send
+					// made since the step was first claimed.
+					checkSinceMs: s.record.firstSeenAt.getTime(),
+					checkAfterMs: CHECK_AFTER_MS,
 					now: () => performance.now(),
 				});
-				records.push({ kind: 'sent', p: { ...s.p, message }, verdict, resend: s.resend, check: s.check, request: verdictRequest(s.p, verdict, s.record, s.check) });
+				// What the destination said about an uncertain answer in this run, else before the send.
+				const check = verdict.check ? ({ ...verdict.check } as CheckEvidence) : s.check;
+				records.push({ kind: 'sent', p: { ...s.p, message }, verdict, resend: s.resend, check, request: verdictRequest(s.p, verdict, s.record, check) });
 				if (verdict.status === 'completed' && config.completeUnit) {
 					records.push({ kind: 'unit', p: s.p, request: unitRequest(s.p, verdict.externalId, resultOf(verdict)) });
 				}
@@ -552,7 +584,15 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			status: verdict.status,
 			fingerprint: p.fingerprint,
 			fence: claim.fence,
-			result: { reason: verdict.reason, detail: verdict.detail, response: verdict.response, attempts: verdict.attempts, executionId, at: new Date().toISOString() },
+			result: {
+				reason: verdict.reason,
+				detail: verdict.detail,
+				response: verdict.response,
+				attempts: verdict.attempts,
+				executionId,
+				at: new Date().toISOString(),
+				...(check ? { check } : {}),
+			},
 		};
 	}
 
@@ -572,12 +612,17 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			? { unitRecorded: false, warning: 'Another run took over the unit of work, so it was not marked completed here; that run records it' }
 			: {};
 		if (verdict.status === 'completed') {
+			const confirmed =
+				verdict.check?.outcome === 'found'
+					? { detail: 'The answer to the send was lost (a timeout or a dropped connection); the destination confirms the message arrived, so it was recorded as sent and not sent again' }
+					: {};
 			route(p.index, SENT, facts('sent', p.row, record, {
 				status: 'completed',
 				externalId: verdict.externalId,
 				attempts: verdict.attempts,
 				response: verdict.response as IDataObject,
 				resent: resend,
+				...confirmed,
 				...described,
 				...warn,
 			}));

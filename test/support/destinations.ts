@@ -34,7 +34,12 @@ export type Behaviour =
 	/** Refuse without acting. */
 	| { kind: 'status'; status: number; retryAfter?: string; body?: unknown }
 	/** Act (count it, store the response), then never answer. */
-	| { kind: 'hang' };
+	| { kind: 'hang' }
+	/**
+	 * The Stripe-like API only: the whole request is read, acted on only when `act`, and then the
+	 * connection is dropped without an answer (the sender sees a reset after its request was written).
+	 */
+	| { kind: 'drop'; act: boolean };
 
 /** `n` counts requests (or mails) this server has received, from 1. */
 export type Plan = (n: number, info: { key?: string; path: string }) => Behaviour;
@@ -498,6 +503,7 @@ export async function stripeLikeServer(
 		if (behaviour.kind === 'status') {
 			return reply(res, behaviour.status, behaviour.body ?? { error: 'unavailable' }, behaviour.retryAfter ? { 'Retry-After': behaviour.retryAfter } : {});
 		}
+		if (behaviour.kind === 'drop' && !behaviour.act) return void req.socket.destroy();
 		const fingerprint = createHash('sha256').update(`${req.method} ${req.url} ${raw}`).digest('hex');
 		if (key) {
 			const known = stored.get(key);
@@ -524,6 +530,7 @@ export async function stripeLikeServer(
 		responses.set(id, response);
 		if (key) stored.set(key, { fingerprint, state: 'done', status: 200, body: response });
 		events.emit('received', { id, key, body });
+		if (behaviour.kind === 'drop') return void req.socket.destroy();
 		if (behaviour.kind === 'hang') {
 			hanging.add(res);
 			return;

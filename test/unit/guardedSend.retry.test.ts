@@ -185,12 +185,12 @@ describe('retry policy: deliver', () => {
 		test('found: completed with the check\'s answer, not sent again', async () => {
 			const c = clock();
 			const channel = checking([unsure, ok], [found]);
-			const v = await deliver(channel, 'm', { policy, sleep: c.sleep, now: c.now, checkSinceMs: 5 });
+			const v = await deliver(channel, 'm', { policy, sleep: c.sleep, now: c.now, checkSinceMs: 5, checkAfterMs: 2_000, random: () => 0.5 });
 			expect(v).toMatchObject({ status: 'completed', externalId: 'ch_1', response: { id: 'ch_1' }, attempts: 1, check: { outcome: 'found', detail: 'the API has it' } });
 			expect(channel.calls).toBe(1);
 			expect(channel.windows).toEqual([{ sinceMs: 5, untilMs: expect.any(Number) }]);
-			// Asked after the backoff wait, just before the next attempt would have started.
-			expect(c.waits).toHaveLength(1);
+			// Asked after the backoff wait (50 ms), and no sooner than 2 s after the uncertain answer.
+			expect(c.waits).toEqual([50, 1_950]);
 		});
 
 		test('not found: sent again under the policy', async () => {

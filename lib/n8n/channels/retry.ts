@@ -112,6 +112,11 @@ export interface DeliverOptions {
 	 * of the step). Without it, uncertain answers are not checked.
 	 */
 	checkSinceMs?: number;
+	/**
+	 * An uncertain answer is checked no sooner than this after it came (ms, by `now`): a
+	 * destination still working on the request when the answer timed out gets this long to finish.
+	 */
+	checkAfterMs?: number;
 	sleep?: (ms: number) => Promise<void>;
 	random?: () => number;
 	now?: () => number;
@@ -163,7 +168,9 @@ export async function deliver<M>(channel: Channel<M>, message: M, options: Deliv
 	 * with (found; or cannot tell where a repeat is not safe), or null to go on (not found: nothing
 	 * went out; or cannot tell where the user accepted a possible duplicate).
 	 */
-	const settleByCheck = async (result: AttemptResult): Promise<Verdict | null> => {
+	const settleByCheck = async (result: AttemptResult, answeredAt: number): Promise<Verdict | null> => {
+		const early = (options.checkAfterMs ?? 0) - (now() - answeredAt);
+		if (early > 0) await sleep(early);
 		const answer: CheckVerdict = await check!(message, { sinceMs: checkSinceMs!, untilMs: Date.now() }).catch((error: unknown) => ({
 			outcome: 'unknown' as const,
 			detail: `The check failed: ${(error as Error)?.message ?? String(error)}`,
@@ -198,6 +205,7 @@ export async function deliver<M>(channel: Channel<M>, message: M, options: Deliv
 			// A channel that throws has a bug or met something unforeseen: assume the worst.
 			result = { kind: 'uncertain', reason: (error as Error)?.message ?? String(error), retryAfterMs: null, response: null };
 		}
+		const answeredAt = now();
 		last = result;
 		switch (result.kind) {
 			case 'sent':
@@ -217,7 +225,7 @@ export async function deliver<M>(channel: Channel<M>, message: M, options: Deliv
 		// tries again, so that a message that went out is recorded as sent, not sent twice.
 		const toCheck = result.kind === 'uncertain' && check !== undefined;
 		/** Ends the attempts: asks first after an uncertain answer (found wins), then `end`. */
-		const stop = async (end: () => Verdict): Promise<Verdict> => (toCheck ? ((await settleByCheck(result)) ?? end()) : end());
+		const stop = async (end: () => Verdict): Promise<Verdict> => (toCheck ? ((await settleByCheck(result, answeredAt)) ?? end()) : end());
 		if (attempt === maxAttempts) {
 			return stop(() => failed('gave_up', `${reasonOf(result)}; gave up after ${attempts} attempt${attempts === 1 ? '' : 's'}`));
 		}
@@ -237,7 +245,7 @@ export async function deliver<M>(channel: Channel<M>, message: M, options: Deliv
 		// Asked as late as possible, just before the next attempt: a destination still working on
 		// the request when the answer timed out has had the backoff wait to finish it.
 		if (toCheck) {
-			const settled = await settleByCheck(result);
+			const settled = await settleByCheck(result, answeredAt);
 			if (settled) return settled;
 		}
 	}
