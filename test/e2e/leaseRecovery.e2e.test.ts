@@ -22,8 +22,16 @@
  *      every 10 s and never loses the key. Redeliveries every 15 s during those 3 minutes are all
  *      In Progress, the destination is called once, and a redelivery after the run is a Duplicate.
  *
+ *   C. Guarded Send after a kill -9 mid-send, its lease settings at their defaults (Hold Step For
+ *      5 minutes): Webhook → Dedupe Gate → Guarded Send (an HTTP API that does not honour the
+ *      key, with a check request) while the API holds the call. Its step lease is kept like the
+ *      gate's (30 s, renewed), so a redelivery 35 s after the kill finds the step free: the check
+ *      finds the charge the dead run made, and the step is recorded as sent (Skipped, recovered),
+ *      not In Progress for 5 minutes. The API acted once.
+ *
  * Cost: about 4 minutes per n8n version (236 s on 2.41.1, 238 s on 1.123.81; B alone is 3
- * minutes), on every version of the matrix, so about 12 minutes of `npm run test:e2e`.
+ * minutes), on every version of the matrix, so about 12 minutes of `npm run test:e2e`; C adds
+ * about 50 s (35 s of it waiting for the leases to lapse).
  *
  * One n8n for the file; it is stopped in afterAll whatever happened.
  */
@@ -32,6 +40,7 @@ import http from 'http';
 import type { AddressInfo } from 'net';
 import { performance } from 'perf_hooks';
 
+import { stripeLikeServer, type StripeLikeServer } from '../support/destinations';
 import { startN8n, type HttpResponse, type N8nInstance } from './support/n8n';
 import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
 
@@ -161,18 +170,82 @@ function workflow(ledgerCredential: { id: string; name: string }, destinationUrl
 
 /* ------------------------------------------------------------------------------------------ */
 
+/**
+ * C: Webhook → Dedupe Gate (defaults) → Guarded Send (HTTP to an API that does not honour the key,
+ * with a check request; every lease setting at its default) → a Respond to Webhook per output.
+ */
+const SEND_PATH = 'lease-recovery-send';
+function sendWorkflow(ledgerCredential: { id: string; name: string }, apiUrl: string) {
+	let x = 0;
+	const node = (name: string, type: string, typeVersion: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+		id: randomUUID(),
+		name,
+		type,
+		typeVersion,
+		position: [(x += 220), 0],
+		parameters,
+		...extra,
+	});
+	const respond = (name: string, outcome: string, code?: number) =>
+		node(name, 'n8n-nodes-base.respondToWebhook', 1.5, {
+			respondWith: 'json',
+			responseBody: `={{ { "outcome": "${outcome}", "facts": $json.idempotency } }}`,
+			options: code ? { responseCode: code } : {},
+		});
+	const ledger = { idempotencyPostgresApi: ledgerCredential };
+	const nodes = [
+		node('Webhook', 'n8n-nodes-base.webhook', 2, { httpMethod: 'POST', path: SEND_PATH, responseMode: 'responseNode', options: {} }, { webhookId: randomUUID() }),
+		node('Dedupe Gate', 'n8n-nodes-idempotency.dedupeGate', 1, { keyExpression: '={{ $json.body.id }}' }, { credentials: ledger }),
+		node(
+			'Charge',
+			'n8n-nodes-idempotency.guardedSend',
+			1,
+			{
+				channel: 'http',
+				method: 'POST',
+				url: `${apiUrl}/v1/charges`,
+				sendBody: true,
+				bodyContentType: 'json',
+				jsonBody: '={{ JSON.stringify({ order: $json.body.id, amount: 100 }) }}',
+				honoursKey: false,
+				options: { checkRequest: { request: { url: `=${apiUrl}/v1/charges/by-order/{{ $json.body.id }}` } } },
+			},
+			{ credentials: ledger },
+		),
+		respond('Respond Sent', 'sent'),
+		respond('Respond Skipped', 'skipped'),
+		respond('Respond Review', 'needs_review'),
+		respond('Respond In Progress', 'in_progress', 409),
+		respond('Respond Duplicate', 'duplicate'),
+		respond('Respond Gate In Progress', 'gate_in_progress', 409),
+	];
+	const to = (name: string) => [{ node: name, type: 'main', index: 0 }];
+	return {
+		name: 'lease recovery: webhook → gate → Guarded Send (lease defaults, check request)',
+		nodes,
+		connections: {
+			Webhook: { main: [to('Dedupe Gate')] },
+			'Dedupe Gate': { main: [to('Charge'), to('Respond Duplicate'), to('Respond Gate In Progress')] },
+			Charge: { main: [to('Respond Sent'), to('Respond Skipped'), to('Respond Review'), to('Respond In Progress')] },
+		},
+		settings: { executionOrder: 'v1' },
+	};
+}
+
 let n8n: N8nInstance | undefined;
 let dest: Destination;
+let api: StripeLikeServer;
 let workflowId = '';
+let sendWorkflowId = '';
 
 const outcomeOf = (res: HttpResponse) => `${res.status} ${(res.body as { outcome?: string } | undefined)?.outcome ?? res.text.slice(0, 200)}`;
 
 /** The gate's row of the event, as PostgreSQL sees it now. */
-async function gateRow(event: string) {
+async function gateRow(event: string, wf = workflowId) {
 	const [row] = await ledger.query<{ status: string; lease_holder: string | null; attempts: number; lease_left_ms: number | null; lease_expires_at: Date | null }>(
 		`SELECT status, lease_holder, attempts, lease_expires_at, (extract(epoch FROM lease_expires_at - now()) * 1000)::float8 AS lease_left_ms
 		 FROM public."${table}" WHERE namespace = $1 AND key = $2 AND step = ''`,
-		[`workflow:${workflowId}`, event],
+		[`workflow:${wf}`, event],
 	);
 	return row;
 }
@@ -181,10 +254,10 @@ async function gateRow(event: string) {
  * The gate's row once the execution that holds it has ended: the gate marks its keys done in
  * n8n's execution-end hook, which runs after the webhook has answered (so poll for a while).
  */
-async function settledRow(event: string, timeoutMs = 15_000) {
+async function settledRow(event: string, timeoutMs = 15_000, wf = workflowId) {
 	const until = performance.now() + timeoutMs;
 	for (;;) {
-		const row = await gateRow(event);
+		const row = await gateRow(event, wf);
 		if (row?.status !== 'in_progress' || performance.now() > until) return row;
 		await sleep(100);
 	}
@@ -192,17 +265,21 @@ async function settledRow(event: string, timeoutMs = 15_000) {
 
 beforeAll(async () => {
 	dest = await destination();
+	// C's API: the first charge is made and then never answered (n8n dies holding the call).
+	api = await stripeLikeServer({ honoursKey: false, plan: (n) => (n === 1 ? { kind: 'hang' } : { kind: 'normal' }) });
 	n8n = await startN8n({ withPackage: true });
 	await n8n.setupOwner();
 	await n8n.createApiKey();
 	const credential = await n8n.createCredential({ name: `Ledger ${table}`, type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) });
 	workflowId = await n8n.deploy(workflow({ id: credential.id, name: credential.name }, dest.url));
+	sendWorkflowId = await n8n.deploy(sendWorkflow({ id: credential.id, name: credential.name }, api.url));
 });
 
 afterAll(async () => {
 	if (n8n) console.log(`n8n ${n8n.runtime.version} log: ${n8n.logFile}`);
 	await n8n?.stop();
 	await dest?.close();
+	await api?.close();
 	await ledger.drop();
 	console.log(`lease recovery, figures (n8n ${n8n?.runtime.version}):\n${Object.entries(figures).map(([k, v]) => `  ${k}: ${v}`).join('\n')}`);
 });
@@ -302,4 +379,43 @@ describe('B. a destination that takes 3 minutes, with the gate at its defaults',
 		expect(outcomeOf(after)).toBe('200 duplicate');
 		expect(await settledRow(event)).toMatchObject({ status: 'completed', attempts: 1 });
 	}, 420_000);
+});
+
+describe('C. kill -9 of n8n while Guarded Send waits on the destination, its lease settings at their defaults', () => {
+	test('a redelivery 35 s after the kill resolves the step with its check (Skipped, recovered), not In Progress; the API acted once', async () => {
+		const order = `ord_crash_${Date.now()}`;
+		const charged = new Promise<void>((resolve) => api.events.once('received', () => resolve()));
+		const first = n8n!.post(SEND_PATH, { id: order }, { timeoutMs: 300_000 }).catch((error: Error) => error);
+		await charged;
+		const [held] = await ledger.query<{ status: string; lease_left_ms: number }>(
+			`SELECT status, (extract(epoch FROM lease_expires_at - now()) * 1000)::float8 AS lease_left_ms
+			 FROM public."${table}" WHERE namespace = $1 AND key = $2 AND step = 'Charge'`,
+			[`workflow:${sendWorkflowId}`, order],
+		);
+		// Guarded Send's claim took the short lease, not "Hold Step For" (5 minutes).
+		expect(held).toMatchObject({ status: 'in_progress' });
+		expect(held.lease_left_ms).toBeLessThanOrEqual(30_000);
+
+		await n8n!.kill('SIGKILL');
+		const killedAt = performance.now();
+		await first;
+		await n8n!.restart();
+		await n8n!.waitForWebhook(SEND_PATH, { method: 'POST' });
+		const restartedMs = performance.now() - killedAt;
+		await sleep(Math.max(0, 35_000 - (performance.now() - killedAt)));
+		const res = await n8n!.post(SEND_PATH, { id: order }, { timeoutMs: 60_000 });
+		const answeredMs = performance.now() - killedAt;
+		const facts = (res.body as { facts?: Record<string, unknown> } | undefined)?.facts ?? {};
+		figures['C. kill -9 → n8n restarted, webhook registered'] = secs(restartedMs);
+		figures['C. redelivery after the kill'] = `${secs(answeredMs)}: ${outcomeOf(res)} (${String(facts.reason)}, recovered ${String(facts.recovered)})`;
+		console.log(`C. kill -9 → redelivery at ${secs(answeredMs)} (restart ${secs(restartedMs)}): ${outcomeOf(res)}; ${JSON.stringify(facts.check ?? null)}`);
+
+		expect(outcomeOf(res)).toBe('200 skipped');
+		expect(facts).toMatchObject({ reason: 'already_sent', recovered: true, check: expect.objectContaining({ outcome: 'found' }) });
+		expect(api.actions.filter((a) => (a.body as { order?: string })?.order === order)).toHaveLength(1);
+		// And the next redelivery is a Duplicate at the gate: nothing more reaches the API.
+		await settledRow(order, 15_000, sendWorkflowId);
+		expect(outcomeOf(await n8n!.post(SEND_PATH, { id: order }))).toBe('200 duplicate');
+		expect(api.actions.filter((a) => (a.body as { order?: string })?.order === order)).toHaveLength(1);
+	}, 240_000);
 });
