@@ -10,7 +10,7 @@ export const HOLD_STEP: DurationSpec = {
 	amount: 5,
 	unit: 'minutes',
 	description:
-		'How long this run keeps the step to itself while it sends. If the run dies, another run may take the step over after this time.',
+		'The longest this run may keep the step to itself while it sends. While it runs it keeps the step, up to this long; if n8n stops it without finishing (a crash), another run may take the step over within 30 seconds (or this, if shorter).',
 	what: 'hold time ("Hold Step For")',
 };
 
