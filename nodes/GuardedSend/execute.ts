@@ -551,7 +551,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 	function lostLease(p: Prepared, when: string): LedgerError {
 		return new LedgerError(
 			`Another run took over the step "${p.row.step}" of the key "${p.row.key}" ${when}`,
-			'This happens when "Hold Step For" runs out (make it longer under Options, or lower "Batch Size") or when someone released the key. Check the Idempotency Ledger node (Get the key) to see what the other run recorded.',
+			'This happens when "Hold Step For" runs out (make it longer under Options, or lower "Batch Size"), when n8n could not reach the ledger for about 30 seconds to keep holding the step, or when someone released the key. Check the Idempotency Ledger node (Get the key) to see what the other run recorded.',
 		);
 	}
 
@@ -614,7 +614,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		if (verdict.status === 'completed') {
 			const confirmed =
 				verdict.check?.outcome === 'found'
-					? { detail: 'The answer to the send was lost (a timeout or a dropped connection); the destination confirms the message arrived, so it was recorded as sent and not sent again' }
+					? { detail: 'The answer to the send left it unknown whether it arrived (a timeout, a dropped connection or a server error); the destination confirms the message arrived, so it was recorded as sent and not sent again' }
 					: {};
 			route(p.index, SENT, facts('sent', p.row, record, {
 				status: 'completed',
