@@ -489,7 +489,10 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 				});
 				// What the destination said about an uncertain answer in this run, else before the send.
 				const check = verdict.check ? ({ ...verdict.check } as CheckEvidence) : s.check;
-				records.push({ kind: 'sent', p: { ...s.p, message }, verdict, resend: s.resend, check, request: verdictRequest(s.p, verdict, s.record, check) });
+				const request = verdict.status === 'failed_retryable' && verdict.reason === 'check_later'
+					? checkLaterRequest(s.p, verdict, s.record, ledgerNow(s.record, claimedAt, performance.now()), check)
+					: verdictRequest(s.p, verdict, s.record, check);
+				records.push({ kind: 'sent', p: { ...s.p, message }, verdict, resend: s.resend, check, request });
 				if (verdict.status === 'completed' && config.completeUnit) {
 					records.push({ kind: 'unit', p: s.p, request: unitRequest(s.p, verdict.externalId, resultOf(verdict)) });
 				}
@@ -574,6 +577,16 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		};
 	}
 
+	/**
+	 * An uncertain answer inside this run whose check could not answer for now: recorded like a
+	 * takeover's check that could not answer (recheck.ts), as the first of "Checks Before Review".
+	 */
+	function checkLaterRequest(p: Prepared, verdict: Verdict & { status: 'failed_retryable' }, claim: LedgerRecord, ledgerTime: number, check?: CheckEvidence): RecordRequest {
+		const pending = { checks: 1, checkAgainAtMs: verdict.retryAfterMs ? ledgerTime + verdict.retryAfterMs : null };
+		const result = checkLaterResult(pending, verdict.detail, { executionId, at: new Date().toISOString(), attempts: verdict.attempts, ...(check ? { check } : {}) });
+		return { ...p.row, status: 'failed_retryable', keepSending: true, fingerprint: p.fingerprint, fence: claim.fence, result };
+	}
+
 	function verdictRequest(p: Prepared, verdict: Verdict, claim: LedgerRecord, check?: CheckEvidence): RecordRequest {
 		if (verdict.status === 'completed') {
 			const result = check ? { ...resultOf(verdict), check } : resultOf(verdict);
@@ -623,6 +636,18 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 				response: verdict.response as IDataObject,
 				resent: resend,
 				...confirmed,
+				...described,
+				...warn,
+			}));
+			return;
+		}
+		if (verdict.status === 'failed_retryable' && verdict.reason === 'check_later') {
+			const at = (record?.result as IDataObject | null)?.checkAgainAt ?? null;
+			route(p.index, IN_PROGRESS, facts('in_progress', p.row, record, {
+				reason: 'check_later',
+				detail: `${verdict.detail}. Nothing more was sent; it is checked again on the next delivery${at ? ` after ${String(at)}` : ''}`,
+				checks: 1,
+				checkAgainAt: at,
 				...described,
 				...warn,
 			}));

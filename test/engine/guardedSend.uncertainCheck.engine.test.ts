@@ -111,16 +111,31 @@ describe('engine: an uncertain answer inside a run is checked at the destination
 		expect(charges('u-3')).toHaveLength(1);
 	});
 
-	test('the check cannot answer: Needs Review (ambiguous), with the check\'s detail; not sent again', async () => {
+	test('the check cannot tell (an answer that is neither found nor not found): Needs Review (ambiguous), with the check\'s detail; not sent again', async () => {
 		api.setPlan(dropFirst(true));
-		api.setLookupPlan(() => ({ kind: 'status', status: 500, body: { error: 'boom' } }));
+		api.setLookupPlan(() => ({ kind: 'status', status: 403, body: { error: 'forbidden' } }));
 		const r = await run(send(), 'u-4');
 		const [item] = facts(r, REVIEW);
 		expect(item).toMatchObject({ status: 'needs_review', reason: 'ambiguous', check: expect.objectContaining({ outcome: 'unknown' }) });
-		expect(String(item.detail)).toMatch(/could not tell whether it arrived \(The check request .* answered HTTP 500/);
+		expect(String(item.detail)).toMatch(/could not tell whether it arrived \(The check request .* answered HTTP 403/);
 		expect(charges('u-4')).toHaveLength(1);
 		expect(api.requests).toBe(1);
 		expect(await row('u-4')).toMatchObject({ status: 'needs_review', result: expect.objectContaining({ reason: 'ambiguous', check: expect.objectContaining({ outcome: 'unknown' }) }) });
+	});
+
+	test('the check cannot answer for now (HTTP 500): In Progress (check_later), the step keeps its phase sending; the next delivery checks again and records it as sent, without a person and without a second send', async () => {
+		api.setPlan(dropFirst(true));
+		api.setLookupPlan(() => ({ kind: 'status', status: 500, body: { error: 'boom' } }));
+		const r = await run(send(), 'u-4b');
+		const [item] = facts(r, 3);
+		expect(item).toMatchObject({ outcome: 'in_progress', reason: 'check_later', checks: 1, check: expect.objectContaining({ outcome: 'later' }) });
+		expect(facts(r, REVIEW)).toEqual([]);
+		expect(await row('u-4b')).toMatchObject({ status: 'failed_retryable', phase: 'sending', result: expect.objectContaining({ reason: 'check_later', checks: 1 }) });
+		api.setLookupPlan(() => ({ kind: 'normal' }));
+		const again = await run(send(), 'u-4b');
+		expect(facts(again, 1)).toEqual([expect.objectContaining({ outcome: 'skipped', recovered: true })]);
+		expect(charges('u-4b')).toHaveLength(1);
+		expect(await row('u-4b')).toMatchObject({ status: 'completed', phase: null });
 	});
 
 	test('no check set up: Needs Review at once, as before; the API is not asked', async () => {
@@ -139,7 +154,7 @@ describe('engine: an uncertain answer inside a run is checked at the destination
 		expect(charges('u-6')).toHaveLength(1);
 
 		await api.close();
-		api = await stripeLikeServer({ honoursKey: false, plan: dropFirst(true), lookupPlan: () => ({ kind: 'status', status: 500 }) });
+		api = await stripeLikeServer({ honoursKey: false, plan: dropFirst(true), lookupPlan: () => ({ kind: 'status', status: 403 }) });
 		const unknown = await run(send({ onAmbiguous: 'send' }), 'u-7');
 		expect(facts(unknown, SENT)).toEqual([expect.objectContaining({ attempts: 2, check: expect.objectContaining({ outcome: 'unknown' }) })]);
 		expect(charges('u-7')).toHaveLength(2);

@@ -81,13 +81,20 @@ export type Verdict = (
 	  }
 	| {
 			status: 'failed_retryable';
-			reason: 'gave_up' | 'unauthorized' | 'out_of_time';
+			/**
+			 * `check_later`: an uncertain answer whose check could not answer for now (rate limit,
+			 * timeout, 5xx): it may have gone out, so the step keeps its phase `sending` and the next
+			 * delivery asks again (nodes/GuardedSend/recheck.ts).
+			 */
+			reason: 'gave_up' | 'unauthorized' | 'out_of_time' | 'check_later';
 			detail: string;
 			response: unknown;
 			attempts: number;
 			waitedMs: number;
-			/** Whether an attempt may have been performed (only possible when repeating is safe). */
+			/** Whether an attempt may have been performed (only possible when repeating is safe, or with `check_later`). */
 			maybePerformed: boolean;
+			/** With `check_later`: how long the destination asked to wait before the next check (Retry-After), if it said. */
+			retryAfterMs?: number | null;
 	  }
 ) & {
 	/** The destination's answer when it was asked about an uncertain attempt (the last time it was asked). */
@@ -182,6 +189,19 @@ export async function deliver<M>(channel: Channel<M>, message: M, options: Deliv
 		if (answer.outcome === 'not_found') {
 			maybePerformed = false;
 			return null;
+		}
+		if (answer.outcome === 'later' && !repeatSafe) {
+			// Not now (rate limit, timeout, 5xx): the next delivery asks again; nobody decides yet.
+			return withCheck({
+				status: 'failed_retryable',
+				reason: 'check_later',
+				detail: `The answer to the send left it unknown whether it arrived${'reason' in result ? ` (${result.reason})` : ''}, and the destination could not be asked now (${answer.detail})`,
+				response: result.response ?? null,
+				attempts,
+				waitedMs,
+				maybePerformed: true,
+				retryAfterMs: answer.retryAfterMs,
+			});
 		}
 		// Any other answer: the destination could not tell.
 		return repeatSafe ? null : ambiguous(result, `the destination could not tell whether it arrived (${answer.detail})`);
