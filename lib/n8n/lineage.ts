@@ -26,6 +26,7 @@ import { LedgerInputError } from '../ledger/errors';
 import type { RecordRequest } from '../ledger/types';
 import { assertKey, assertNamespace } from '../ledger/validate';
 import { FACTS_FIELD, PROMPT_CACHE_STEP } from './facts';
+import { lineageFence } from './lineageCheck';
 import { parameterSource, toKeyText, type ValueSource } from './keySource';
 import { namespaceReader, sharedNamespaceOption } from './scope';
 import { testNamespace } from './testRuns';
@@ -120,6 +121,8 @@ export function lineageResolver(ctx: IExecuteFunctions): LineageResolver {
 	let trusted: Set<string> | null = null;
 	let proxy: IWorkflowDataProxyData | null = null;
 	let source: ISourceData[] | null = null;
+	// The walk below calls an n8n internal: checked against n8n's own $('Gate').item (lineageCheck.ts).
+	const fence = lineageFence(ctx, factsKey);
 
 	/** Dedupe Gates and Start Steps upstream, nearest first (graph distance). Computed once, on first need. */
 	const upstreamGates = (): Gate[] => {
@@ -172,6 +175,7 @@ export function lineageResolver(ctx: IExecuteFunctions): LineageResolver {
 					howToFix(previousNode()),
 				);
 			}
+			if (!fence.walkTrusted()) return fence.fromN8n(itemIndex, candidates.map((g) => g.name));
 			proxy ??= ctx.getWorkflowDataProxy(0);
 			source ??= ctx.getExecuteData()?.source?.main?.filter((s): s is ISourceData => !!s) ?? [];
 			let lastError: unknown = null;
@@ -194,7 +198,7 @@ export function lineageResolver(ctx: IExecuteFunctions): LineageResolver {
 						lastError = error;
 					}
 				}
-				if (keys.size === 1) return [...keys.values()][0];
+				if (keys.size === 1) return fence.checked(itemIndex, [...keys.values()][0]);
 				if (keys.size > 1) {
 					throw new LedgerInputError(
 						`Item ${itemIndex} descends from ${keys.size} different items of "${gate.name}", so it has no single key`,
@@ -202,6 +206,8 @@ export function lineageResolver(ctx: IExecuteFunctions): LineageResolver {
 					);
 				}
 			}
+			const traced = fence.afterFailedWalk(itemIndex, candidates.map((g) => g.name));
+			if (traced) return traced;
 			if (lastError instanceof LedgerInputError) throw lastError;
 			const cause = (lastError as { context?: { nodeCause?: unknown } } | null)?.context?.nodeCause;
 			const culprit = typeof cause === 'string' && cause !== candidates[0].name ? cause : previousNode();
