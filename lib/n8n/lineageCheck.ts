@@ -42,11 +42,18 @@ export function lineageFence(ctx: IExecuteFunctions, keyOf: (facts: unknown) => 
 	let checks = 0;
 	let looked = false;
 
+	/**
+	 * n8n's own answer for the item: the key on the gate item `$('Gate').item` finds (null when that
+	 * item has none), or not ok when n8n finds no item at all (n8n 1.123's vm engine answers so for
+	 * items a node re-paired, where the walk does find the gate item): that decides nothing.
+	 */
 	const n8nAnswer = (gate: string, itemIndex: number): Answer => {
 		// A string literal that cannot close the expression's braces, whatever the node is called.
 		const name = JSON.stringify(gate).replace(/[{}]/g, (c) => (c === '{' ? '\\u007b' : '\\u007d'));
 		try {
-			return { ok: true, key: keyOf(ctx.evaluateExpression(`{{ $(${name}).item.json.${FACTS_FIELD} }}`, itemIndex)) };
+			const json = ctx.evaluateExpression(`{{ $(${name}).item.json }}`, itemIndex);
+			if (!json || typeof json !== 'object') return { ok: false };
+			return { ok: true, key: keyOf((json as Record<string, unknown>)[FACTS_FIELD]) };
 		} catch {
 			return { ok: false };
 		}
@@ -97,7 +104,7 @@ export function lineageFence(ctx: IExecuteFunctions, keyOf: (facts: unknown) => 
 			if (verdict || checks >= CHECKS_PER_RUN) return walked;
 			checks++;
 			const answer = n8nAnswer(walked.via, itemIndex);
-			if (!answer.ok) return walked; // n8n itself cannot say (an item of several gate items): undecided
+			if (!answer.ok) return walked; // n8n itself finds no single gate item for it: undecided
 			if (sameKey(walked, answer.key)) {
 				verdict = { trusted: true };
 				return walked;

@@ -175,6 +175,30 @@ describe('a changed $getPairedItem: keys come from n8n’s own $(\'Gate\').item,
 		}
 	});
 
+	test('n8n’s own $(\'Gate\').item finding no item (n8n 1.123’s vm engine does so for re-paired items) decides nothing: the walk’s keys stand, nothing is said', async () => {
+		const restore = withChangedN8n((proxy) =>
+			new Proxy(proxy, {
+				get: (target, key, receiver) => {
+					const real = Reflect.get(target, key, receiver);
+					if (key !== '$') return real;
+					return (name: string) => {
+						const data = (real as (name: string) => DataProxy)(name);
+						return name === 'Gate' ? new Proxy(data, { get: (t, k, r) => (k === 'item' ? undefined : Reflect.get(t, k, r)) }) : data;
+					};
+				},
+			}),
+		);
+		try {
+			const r = await markFlow(1, 2, 3);
+			expect(r.error).toBeUndefined();
+			expect(keysOf(r.items('Mark Done'))).toEqual(['o-1', 'o-2', 'o-3']);
+			expect(r.runs('Mark Done')[0].hints ?? []).toEqual([]);
+			expect(warnings).toEqual([]);
+		} finally {
+			restore();
+		}
+	});
+
 	test('an unchanged n8n passes the check and says nothing', async () => {
 		const r = await markFlow(1, 2, 3);
 		expect(r.error).toBeUndefined();
