@@ -177,8 +177,14 @@ export type RecordOutcome =
 	/**
 	 * Nothing was written: another claim owns the row now, or it was released or expired (or, with
 	 * `onlyInProgress`, it was settled already).
+	 *
+	 * `missing: true` when the write needed a row that the ledger no longer holds at all: the row of
+	 * a fenced write, or the row of the claim a write names, is absent or expired. That is what an
+	 * operator's release does, or a store that lost the key (Redis evicting it under maxmemory, or
+	 * restarting without persistence). Absent (undefined) when the row is there but another claim
+	 * owns it, or it was settled: a takeover. Callers word the two differently.
 	 */
-	| { kind: 'lost_lease' };
+	| { kind: 'lost_lease'; missing?: true };
 
 /** What an operator says happened to a step that may have been sent. */
 export type Resolution = 'sent' | 'not_sent';

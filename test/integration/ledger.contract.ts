@@ -29,6 +29,8 @@ export interface LedgerFixture {
 	addCountsTrips?: (namespaces: number) => number;
 	/** A namespace's audit entries, oldest first, read straight from storage (PostgreSQL's audit table, Redis' audit stream). */
 	audit(namespace: string): Promise<AuditEntry[]>;
+	/** Deletes one row straight from storage, as a store that loses keys does (Redis eviction, a restart without persistence). */
+	vanish(namespace: string, key: string, step: string): Promise<void>;
 }
 
 /** One audit entry as both backends keep it: what was done, by whom, and what the row was before. */
@@ -325,8 +327,39 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			// The run that held it finishes late: nothing it writes lands.
 			expect(await ledger.markPhase([{ ...id('rl'), fence: held.fence! }], 'sending')).toEqual([false]);
 			const [late] = await ledger.record([{ ...id('rl'), status: 'completed', fence: held.fence }], { ttlMs: DAY, holder: 'running' });
-			expect(late).toEqual({ kind: 'lost_lease' });
+			// The row is gone (released), not another claim's: `missing`.
+			expect(late).toEqual({ kind: 'lost_lease', missing: true });
 			expect(await ledger.get(ns, 'rl')).toEqual([]);
+		});
+
+		test('a row that vanished from under its claim (a store that lost the key) answers lost_lease with missing; a takeover answers it without', async () => {
+			const [unit, step] = (await ledger.claim([req('gone'), req('gone', { step: 'crm' })], lease('running', 60_000))).map(claimedRecord);
+			await fx.vanish(ns, 'gone', 'crm');
+			expect(await ledger.markPhase([{ ...id('gone', 'crm'), fence: step.fence! }], 'sending')).toEqual([false]);
+			expect(await ledger.renewLeases([{ ...id('gone', 'crm'), fence: step.fence! }], 60_000)).toEqual([false]);
+			const [fenced] = await ledger.record([{ ...id('gone', 'crm'), status: 'completed', fence: step.fence }], { ttlMs: DAY, holder: 'running' });
+			expect(fenced).toEqual({ kind: 'lost_lease', missing: true });
+			// A write made for the unit's claim, after the unit's row vanished.
+			await fx.vanish(ns, 'gone', '');
+			const [forClaim] = await ledger.record(
+				[{ ...id('gone', 'other'), status: 'completed', claim: { step: '', fence: unit.fence! } }],
+				{ ttlMs: DAY, holder: 'running' },
+			);
+			expect(forClaim).toEqual({ kind: 'lost_lease', missing: true });
+			expect(await ledger.get(ns, 'gone')).toEqual([]);
+
+			// A takeover: the row is there, under another claim.
+			const dead = claimedRecord((await ledger.claim([req('taken')], lease('dead', 300)))[0]);
+			await sleep(500);
+			const next = claimedRecord((await ledger.claim([req('taken')], lease('next')))[0]);
+			const [late] = await ledger.record([{ ...id('taken'), status: 'completed', fence: dead.fence }], { ttlMs: DAY, holder: 'dead' });
+			expect(late).toEqual({ kind: 'lost_lease' });
+			const [forOld] = await ledger.record([{ ...id('taken', 'crm'), status: 'completed', claim: { step: '', fence: dead.fence! } }], { ttlMs: DAY });
+			expect(forOld).toEqual({ kind: 'lost_lease' });
+			// Settled already (onlyInProgress): there, so not missing either.
+			await ledger.record([{ ...id('taken'), status: 'completed', fence: next.fence }], { ttlMs: DAY, holder: 'next' });
+			const [closed] = await ledger.record([{ ...id('taken'), status: 'failed_retryable', fence: next.fence }], { ttlMs: DAY, onlyInProgress: true });
+			expect(closed).toEqual({ kind: 'lost_lease' });
 		});
 
 		test('a step that may have been sent is never freed silently: the operator says "sent" or "not sent"', async () => {
@@ -706,13 +739,13 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			const c = claimedRecord((await ledger.claim([req('cr')], lease('run-c')))[0]);
 			await release('cr', null, { evenIfHeld: true });
 			expect(await ledger.record([{ ...id('cr', 'crm'), status: 'completed', claim: { step: '', fence: c.fence! } }], { ttlMs: DAY, holder: 'run-c' })).toEqual([
-				{ kind: 'lost_lease' },
+				{ kind: 'lost_lease', missing: true },
 			]);
 			expect(await ledger.get(ns, 'cr')).toEqual([]);
 			// Expired: the same.
 			const d = claimedRecord((await ledger.claim([req('ce')], { ...seen, ttlMs: 300 }))[0]);
 			await sleep(500);
-			expect(await ledger.record([{ ...id('ce', 'crm'), status: 'completed', claim: { step: '', fence: d.fence! } }], { ttlMs: DAY })).toEqual([{ kind: 'lost_lease' }]);
+			expect(await ledger.record([{ ...id('ce', 'crm'), status: 'completed', claim: { step: '', fence: d.fence! } }], { ttlMs: DAY })).toEqual([{ kind: 'lost_lease', missing: true }]);
 			expect(await ledger.get(ns, 'ce')).toEqual([]);
 		});
 
@@ -745,7 +778,7 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			]);
 			// B's claim ended with the release: what it writes for it changes nothing now.
 			expect(await ledger.record([{ ...id('op', 'crm'), status: 'failed_retryable', claim: { step: '', fence: b.fence! } }], { ttlMs: DAY, holder: 'run-b' })).toEqual([
-				{ kind: 'lost_lease' },
+				{ kind: 'lost_lease', missing: true },
 			]);
 		});
 
@@ -753,7 +786,7 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			const a = claimedRecord((await ledger.claim([req('gone')], lease('run-a', 60_000)))[0]);
 			await release('gone', null, { evenIfHeld: true });
 			const [late] = await ledger.record([{ ...id('gone'), status: 'completed', fence: a.fence }], { ttlMs: DAY });
-			expect(late).toEqual({ kind: 'lost_lease' });
+			expect(late).toEqual({ kind: 'lost_lease', missing: true });
 			expect(await ledger.get(ns, 'gone')).toEqual([]);
 		});
 

@@ -64,6 +64,10 @@ export async function freshPostgresLedger(table = uniqueTable()) {
 				[namespace, daysAgo, JSON.stringify(counts)],
 			);
 		},
+		/** Deletes one row straight from the table, as a store that loses data would. */
+		async vanish(namespace: string, key: string, step: string) {
+			await pool.query(`DELETE FROM "public"."${table}" WHERE namespace = $1 AND key = $2 AND step = $3`, [namespace, key, step]);
+		},
 		/** A namespace's audit rows, oldest first, in the contract's shape. */
 		async audit(namespace: string) {
 			const { rows } = await pool.query(`SELECT key, step, action, actor, detail FROM "public"."${table}_audit" WHERE namespace = $1 ORDER BY id`, [namespace]);

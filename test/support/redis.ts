@@ -3,7 +3,7 @@ import { randomBytes } from 'crypto';
 import { Cluster, Redis } from 'ioredis';
 
 import { RedisLedger } from '../../lib/ledger/redis';
-import { namespaceKeys } from '../../lib/ledger/redis/keys';
+import { member, namespaceKeys } from '../../lib/ledger/redis/keys';
 
 /** The Redis the suite runs against: REDIS_URL, else 127.0.0.1:6379. */
 export const redisUrl = () => process.env.REDIS_URL || 'redis://127.0.0.1:6379';
@@ -109,6 +109,10 @@ function countHelpers(client: Redis | Cluster, prefix: string) {
 					fence: f.fence === undefined ? null : Number(f.fence),
 				};
 			});
+		},
+		/** Deletes one row's key straight from Redis, as eviction does (its index entries stay). */
+		async vanish(namespace: string, key: string, step: string) {
+			await client.del(namespaceKeys(prefix, namespace).row(member(key, step)));
 		},
 		/** Today, the UTC day by the server's clock. */
 		ledgerToday: async () => (await serverDay(client)).day,

@@ -767,10 +767,40 @@ RETURNING ${recordColumns('l')}`;
 				for (const row of rows) written.set(idKey(row.namespace, row.key, row.step), toRecord(row));
 			}
 		}
+		const missing = await this.missingAmong(unique.map((i) => requests[i]).filter((r) => !written.has(idKey(r.namespace, r.key, r.step))));
 		return requests.map((r): RecordOutcome => {
-			const record = written.get(idKey(r.namespace, r.key, r.step));
-			return record ? { kind: 'written', record } : { kind: 'lost_lease' };
+			const id = idKey(r.namespace, r.key, r.step);
+			const record = written.get(id);
+			if (record) return { kind: 'written', record };
+			return missing.has(id) ? { kind: 'lost_lease', missing: true } : { kind: 'lost_lease' };
 		});
+	}
+
+	/**
+	 * Of refused record requests, those refused because a row they needed is gone: the fenced row,
+	 * or the row of the claim named, absent or expired (RecordOutcome `missing`). Read after the
+	 * refusal, in one statement; only refusals pay for it.
+	 */
+	private async missingAmong(refused: RecordRequest[]): Promise<Set<string>> {
+		const needed = refused.flatMap((r) => [
+			...(typeof r.fence === 'number' ? [{ namespace: r.namespace, key: r.key, step: r.step }] : []),
+			...(r.claim ? [{ namespace: r.namespace, key: r.key, step: r.claim.step }] : []),
+		]);
+		if (needed.length === 0) return new Set();
+		const [ns, k, st] = [needed.map((x) => x.namespace), needed.map((x) => x.key), needed.map((x) => x.step)];
+		const rows = await this.query<{ namespace: string; key: string; step: string }>(
+			`SELECT l.namespace, l.key, l.step FROM ${this.t.ledger} l
+			 JOIN unnest($1::text[], $2::text[], $3::text[]) AS i(ns, k, st) ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st
+			 WHERE l.expires_at > now()`,
+			[ns, k, st],
+		);
+		const live = new Set(rows.map((row) => idKey(row.namespace, row.key, row.step)));
+		const gone = (namespace: string, key: string, step: string) => !live.has(idKey(namespace, key, step));
+		return new Set(
+			refused
+				.filter((r) => (typeof r.fence === 'number' && gone(r.namespace, r.key, r.step)) || (r.claim && gone(r.namespace, r.key, r.claim.step)))
+				.map((r) => idKey(r.namespace, r.key, r.step)),
+		);
 	}
 
 	/**

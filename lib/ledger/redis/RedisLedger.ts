@@ -305,8 +305,12 @@ export class RedisLedger implements Ledger {
 		});
 		const replies = await this.run(calls, [...new Set(chunks.map((c) => c.namespace))]);
 		const written = new Map<string, LedgerRecord>();
+		const missing = new Set<string>();
 		replies.forEach((reply, c) => {
-			(reply as Array<string | null>).forEach((text) => {
+			(reply as Array<string | number | null>).forEach((text, j) => {
+				const r = requests[chunks[c].indexes[j]];
+				// 0: refused because a row the write needed is gone (see RECORD).
+				if (text === 0) missing.add(idKey(r.namespace, r.key, r.step));
 				if (!text) return;
 				// A written row has no lease: it was settled.
 				const record = toRecord(chunks[c].namespace, text, null);
@@ -314,8 +318,10 @@ export class RedisLedger implements Ledger {
 			});
 		});
 		return requests.map((r): RecordOutcome => {
-			const record = written.get(idKey(r.namespace, r.key, r.step));
-			return record ? { kind: 'written', record } : { kind: 'lost_lease' };
+			const id = idKey(r.namespace, r.key, r.step);
+			const record = written.get(id);
+			if (record) return { kind: 'written', record };
+			return missing.has(id) ? { kind: 'lost_lease', missing: true } : { kind: 'lost_lease' };
 		});
 	}
 

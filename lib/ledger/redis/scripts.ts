@@ -254,7 +254,9 @@ return out
  * write (and a fenced failed_retryable write with keepSending) keeps the phase the claim reached
  * (its own, or the one it took over); a row left in
  * phase sending is kept until resolved, every other row lives ttlMs from now.
- * Returns per request the written row's text, or nil (lost lease).
+ * Returns per request the written row's text, 0 when it was refused because a row it needed is
+ * gone (the fenced row, or the named claim's row, absent or expired: released, or lost by the
+ * store), or nil (lost lease: the row is there but no longer this claim's).
  */
 const RECORD = `
 local holder, ttlMs, n, openOnly = opt(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
@@ -267,15 +269,17 @@ for i = 1, n do
 	local claimed, claimFence = opt(ARGV[j + 9]), opt(ARGV[j + 10])
 	local keepSending = ARGV[j + 11] == '1' and fence and status == 'failed_retryable'
 	local old = readrow(rk)
-	local ok
+	local ok, missing = false, false
 	if fence then
 		ok = old ~= nil and old.g ~= nil and old.g == tonumber(fence) and ((not openOnly) or old.st == 'in_progress')
+		missing = old == nil
 	else
 		ok = (not holder) or old == nil or old.st ~= 'in_progress' or old.lh == holder
 	end
 	if ok and claimed then
 		local c = readrow(BASE .. 'r:' .. claimed)
 		ok = claimFence and c ~= nil and c.g ~= nil and c.g == tonumber(claimFence)
+		missing = c == nil
 	end
 	if ok then
 		local row = {k = key, s = step, st = status, fp = fp or nil, x = x or nil, res = res or nil, a = 1, fs = now, u = now}
@@ -294,6 +298,8 @@ for i = 1, n do
 		end
 		if row.ph == 'sending' then row.e = KEEP else row.e = now + ttlMs end
 		out[i] = store(rk, sk, m, row, old)
+	elseif missing then
+		out[i] = 0
 	else
 		out[i] = false
 	end
