@@ -61,6 +61,14 @@ export class IdempotencyRedisApi implements ICredentialType {
 		},
 		...timeoutProperties('Redis', 'command'),
 		{
+			displayName: 'I Accept That This Redis May Lose Keys',
+			name: 'acceptKeyLoss',
+			type: 'boolean',
+			default: false,
+			description:
+				'Whether to use a Redis that can evict keys (a maxmemory-policy other than noeviction under a memory limit) or restart empty (no AOF, no RDB save rules). Off: the nodes refuse such a Redis and say which setting to change. On: they run and every run warns, as a lost key lets a message be sent twice.',
+		},
+		{
 			displayName: 'Cluster Mode',
 			name: 'cluster',
 			type: 'boolean',

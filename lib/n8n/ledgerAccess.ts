@@ -13,6 +13,7 @@ import { toUnavailable } from '../ledger/postgres/errors';
 import { redisLedger } from '../ledger/redis/connect';
 import { POSTGRES_CREDENTIAL, postgresSettingsFrom, testPostgresConnection } from './postgresCredential';
 import { REDIS_CREDENTIAL, redisSettingsFrom, testRedisCredential } from './redisCredential';
+import { ACCEPT_KEY_LOSS, checkRedisForRun } from './redisSafety';
 
 /** The "Ledger" selector every node starts with. Only the chosen backend's credential is shown. */
 export const backendProperty: INodeProperties = {
@@ -73,14 +74,20 @@ export const credentialTest = {
  */
 export async function openLedger(ctx: IExecuteFunctions): Promise<Ledger> {
 	const backend = ctx.getNodeParameter('backend', 0, 'postgres') as string;
-	const ledger =
-		backend === 'redis'
-			? redisLedger(redisSettingsFrom((await ctx.getCredentials(REDIS_CREDENTIAL)) as Record<string, unknown>))
-			: postgresLedger(postgresSettingsFrom((await ctx.getCredentials(POSTGRES_CREDENTIAL)) as Record<string, unknown>));
+	if (backend === 'redis') {
+		const data = (await ctx.getCredentials(REDIS_CREDENTIAL)) as Record<string, unknown>;
+		const settings = redisSettingsFrom(data);
+		const ledger = redisLedger(settings);
+		await ledger.ensureSchema();
+		// A Redis that can evict keys or restart empty fails closed unless the credential accepts it.
+		await checkRedisForRun(ctx, settings, data[ACCEPT_KEY_LOSS] === true);
+		return ledger;
+	}
+	const ledger = postgresLedger(postgresSettingsFrom((await ctx.getCredentials(POSTGRES_CREDENTIAL)) as Record<string, unknown>));
 	try {
 		await ledger.ensureSchema();
 	} catch (error) {
-		throw backend === 'redis' ? error : toUnavailable(error);
+		throw toUnavailable(error);
 	}
 	return ledger;
 }

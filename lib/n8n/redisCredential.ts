@@ -3,7 +3,9 @@ import { createRedisClient, databaseOutOfRange, parseClusterNodes, type RedisSet
 import { toUnavailable } from '../ledger/redis/errors';
 import { closeClient } from '../ledger/redis/RedisLedger';
 import { assertPrefix } from '../ledger/redis/keys';
+import { checkRedisSafety } from '../ledger/redis/safety';
 import { timeoutsFrom } from './credentialTimeouts';
+import { acceptedRiskWarning, unknownSettingsWarning, unsafeRedisError } from './redisSafety';
 
 export const REDIS_CREDENTIAL = 'idempotencyRedisApi';
 
@@ -54,26 +56,29 @@ const explain = (error: unknown): string => {
 };
 
 /**
- * Connects and pings, so the answer covers "refused", "unknown host" and "bad password", and
- * warns when the server may evict ledger keys under memory pressure. The client is always closed.
+ * Connects and pings, so the answer covers "refused", "unknown host" and "bad password", then
+ * reads the settings that let Redis lose ledger keys (eviction, persistence): one that can lose
+ * them is an error, as the nodes will refuse this Redis, unless `acceptKeyLoss`; then, and for
+ * settings the server would not show, the answer is OK with the warning. The client is always closed.
  */
-export async function testRedisConnection(settings: RedisSettings): Promise<{ status: 'OK' | 'Error'; message: string }> {
+export async function testRedisConnection(settings: RedisSettings, acceptKeyLoss = false): Promise<{ status: 'OK' | 'Error'; message: string }> {
 	const client = createRedisClient(settings);
 	let lastError: unknown = null;
 	client.on('error', (error) => (lastError = error));
 	try {
 		await client.connect();
 		await client.ping();
-		const info = await client.info('memory').catch(() => '');
-		const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
-		const maxmemory = Number(/^maxmemory:(\d+)/m.exec(info)?.[1] ?? 0);
+		const report = await checkRedisSafety(client);
 		const where = settings.cluster ? 'the Redis Cluster' : 'Redis';
-		if (policy && policy !== 'noeviction' && maxmemory > 0) {
-			return {
-				status: 'OK',
-				message: `Connected to ${where}, but its maxmemory-policy is "${policy}": when memory runs out Redis may evict ledger keys and a duplicate could pass. Set maxmemory-policy to noeviction.`,
-			};
+		if (report.risks.length > 0 && !acceptKeyLoss) {
+			const e = unsafeRedisError(report);
+			return { status: 'Error', message: `Connected to ${where}, but the nodes will refuse it: ${e.message} ${e.hint}` };
 		}
+		const warnings = [
+			...(report.risks.length > 0 ? [acceptedRiskWarning(report)] : []),
+			...(report.unknown.length > 0 ? [unknownSettingsWarning(report)] : []),
+		];
+		if (warnings.length > 0) return { status: 'OK', message: `Connected to ${where}. ${warnings.join(' ')}` };
 		return { status: 'OK', message: `Connected to ${where}; ledger keys start with "{${settings.prefix}"` };
 	} catch (error) {
 		let e = toUnavailable(error, lastError);
@@ -108,5 +113,5 @@ export async function testRedisCredential(data: Record<string, unknown>): Promis
 	} catch (error) {
 		return { status: 'Error', message: explain(error) };
 	}
-	return await testRedisConnection(settings);
+	return await testRedisConnection(settings, data.acceptKeyLoss === true);
 }

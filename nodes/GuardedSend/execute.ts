@@ -41,6 +41,7 @@ import { factsOf, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import { keepLeases, leasePlan } from '../../lib/n8n/leaseKeeper';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { authorityFor, unitKeyReader, type UnitKey } from '../../lib/n8n/lineage';
+import { lostKeyError, missingRows } from '../../lib/n8n/lostKey';
 import { leaveItemsOpen } from '../../lib/n8n/openUnits';
 import { readDurationOption } from '../../lib/n8n/scope';
 import { checkAll } from '../../lib/n8n/channels/checks';
@@ -460,9 +461,10 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 				toSend.map((s) => ({ ...s.p.row, fence: s.record.fence as number })),
 				PHASE_SENDING,
 			);
+			const gone = marked.every(Boolean) ? [] : await missingRows(ledger, toSend.map((s) => s.p.row));
 			const sendable = toSend.filter((s, n) => {
 				if (marked[n]) return true;
-				deferred.push({ p: s.p, error: lostLease(s.p, 'before sending could start, so nothing was sent') });
+				deferred.push({ p: s.p, error: lostLease(s.p, 'before sending could start, so nothing was sent', gone[n]) });
 				return false;
 			});
 
@@ -518,7 +520,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		records.forEach((x, n) => {
 			const outcome = written[n];
 			if ((x.kind === 'review' || x.kind === 'recovered' || x.kind === 'later') && outcome?.kind === 'lost_lease') {
-				deferred.push({ p: x.p, error: lostLease(x.p, 'while this run was deciding, so nothing was sent or recorded') });
+				deferred.push({ p: x.p, error: lostLease(x.p, 'while this run was deciding, so nothing was sent or recorded', outcome.missing) });
 				return;
 			}
 			if (x.kind === 'recovered') {
@@ -537,7 +539,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			if (x.kind !== 'sent' || !x.verdict) return;
 			if (outcome?.kind === 'lost_lease') {
 				const what = x.verdict.status === 'completed' ? 'after the message was sent; it was sent, but the result was not recorded' : 'while it was being sent; nothing was recorded';
-				deferred.push({ p: x.p, error: lostLease(x.p, what) });
+				deferred.push({ p: x.p, error: lostLease(x.p, what, outcome.missing) });
 				return;
 			}
 			routeVerdict(x.p, x.verdict, outcome?.kind === 'written' ? outcome.record : null, x.resend === true, lostUnits.has(x.p.index), x.check);
@@ -550,8 +552,9 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 		return waitAgain;
 	}
 
-	/** The step's claim was taken over (or released by an operator) before this run could finish. */
-	function lostLease(p: Prepared, when: string): LedgerError {
+	/** The step's claim was taken over (or released by an operator), or its row is gone (`missing`), before this run could finish. */
+	function lostLease(p: Prepared, when: string, missing?: boolean): LedgerError {
+		if (missing) return lostKeyError(`the step "${p.row.step}" of the key "${p.row.key}"`, when);
 		return new LedgerError(
 			`Another run took over the step "${p.row.step}" of the key "${p.row.key}" ${when}`,
 			'This happens when "Hold Step For" runs out (make it longer under Options, or lower "Batch Size"), when n8n could not reach the ledger for about 30 seconds to keep holding the step, or when someone released the key. Check the Idempotency Ledger node (Get the key) to see what the other run recorded.',

@@ -11,6 +11,7 @@ import { parseJson } from '../GuardedSend/params';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { authorityFor, START_STEP_TYPE_SUFFIX, unitKeyReader, type UnitKey, type UnitKeyReader } from '../../lib/n8n/lineage';
 import { endRegions, leaveItemsOpen } from '../../lib/n8n/openUnits';
+import { lostKeyError } from '../../lib/n8n/lostKey';
 import { readDurationOption } from '../../lib/n8n/scope';
 import { KEEP_RECORD } from './options';
 
@@ -223,7 +224,8 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 			unit?.kind === 'lost_lease' ? 'the unit of work' : null,
 		].filter((x): x is string => x !== null);
 		if (refused.length > 0 || record.kind !== 'written') {
-			fail(index, refusedError(q.key, refused, claimed));
+			const gone = (record.kind === 'lost_lease' && record.missing) || (unit?.kind === 'lost_lease' && unit.missing);
+			fail(index, gone ? lostKeyError(`the key "${q.key}"`, `so ${refused.join(' and ')} ${refused.length > 1 ? 'were' : 'was'} not recorded`) : refusedError(q.key, refused, claimed));
 			continue;
 		}
 		const facts: IDataObject = { ...factsOf('recorded' as Outcome, q.namespace, q.key, q.step, record.record) };

@@ -5,7 +5,9 @@ import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 
 import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, withinSeconds } from '../duration';
 import { LedgerInputError, LedgerUnavailableError } from '../errors';
+import { toUnavailable } from './errors';
 import { RedisLedger } from './RedisLedger';
+import { checkRedisSafety, type RedisSafety } from './safety';
 
 export interface RedisSettings {
 	host: string;
@@ -145,6 +147,8 @@ interface Entry {
 	ledger: RedisLedger;
 	client: Redis | Cluster;
 	lastUsed: number;
+	/** The server's eviction and persistence settings, read once for this client (see redisSafety). */
+	safety: Promise<RedisSafety> | null;
 }
 
 const IDLE_DROP_MS = 15 * 60_000;
@@ -170,12 +174,35 @@ export function redisLedger(settings: RedisSettings): RedisLedger {
 		const client = createRedisClient(settings);
 		// A client that loses its server must not crash the n8n process; commands still fail.
 		client.on('error', () => undefined);
-		entry = { client, ledger: new RedisLedger({ client, prefix: settings.prefix }), lastUsed: Date.now() };
+		entry = { client, ledger: new RedisLedger({ client, prefix: settings.prefix }), lastUsed: Date.now(), safety: null };
 		cache.set(key, entry);
 		startSweeper();
 	}
 	entry.lastUsed = Date.now();
 	return entry.ledger;
+}
+
+/**
+ * Whether the Redis of these settings can lose ledger keys (eviction, no persistence), read once
+ * per shared client: a safe answer is kept for the client's life. An answer with risks is read
+ * again on the next call, so a server fixed with CONFIG SET is seen at once; an answer that could
+ * not read some settings (a managed service refusing CONFIG) is kept, as it will not change.
+ * Rejects with LedgerUnavailableError when the server cannot be reached.
+ */
+export function redisSafety(settings: RedisSettings): Promise<RedisSafety> {
+	redisLedger(settings);
+	const entry = cache.get(redisSettingsKey(settings))!;
+	const pending = (entry.safety ??= checkRedisSafety(entry.client).then(
+		(report) => {
+			if (report.risks.length > 0 && entry.safety === pending) entry.safety = null;
+			return report;
+		},
+		(error: unknown) => {
+			if (entry.safety === pending) entry.safety = null;
+			throw toUnavailable(error);
+		},
+	));
+	return pending;
 }
 
 function startSweeper() {
