@@ -21,7 +21,7 @@ import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
 import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { stripeLikeServer, type Behaviour, type StripeLikeServer } from '../support/destinations';
 import { node, runWorkflow, type EngineRunResult } from '../support/engine';
-import { describeIfRedis, freshRedisLedger, redisUrl, uniquePrefix } from '../support/redis';
+import { describeIfRedis, freshRedisLedger, redisUrl, uniquePrefix, SUITE_REDIS_ACCEPTS_LOSS } from '../support/redis';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
 const SEND = 'n8n-nodes-idempotency.guardedSend';
@@ -61,7 +61,7 @@ const redis: Backend = {
 		const fx = await freshRedisLedger(uniquePrefix('downstream'));
 		const u = new URL(redisUrl());
 		const credentials = {
-			idempotencyRedisApi: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: Number(u.pathname.slice(1) || 0), prefix: fx.prefix },
+			idempotencyRedisApi: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: Number(u.pathname.slice(1) || 0), prefix: fx.prefix , ...SUITE_REDIS_ACCEPTS_LOSS },
 		};
 		return { ledger: fx.ledger, credentials, dispose: () => fx.dispose() };
 	},

@@ -63,6 +63,14 @@ export function describeIfRedis(what: string, probe = redisReachable): jest.Desc
 	return describe.skip;
 }
 
+/**
+ * Credential fields for the suite's Redis in tests that are not about its settings: that Redis is a
+ * test server and may run without persistence (127.0.0.1:6379 on the dev machine has no AOF and no
+ * save rules), which the nodes refuse unless the credential accepts it. redis.safety.test.ts and
+ * redisSafety.engine.test.ts check the rule on servers of their own.
+ */
+export const SUITE_REDIS_ACCEPTS_LOSS = { acceptKeyLoss: true } as const;
+
 export const uniquePrefix = (p = 't') => `${p}-${randomBytes(5).toString('hex')}`;
 
 export function newRedisClient(): Redis {
