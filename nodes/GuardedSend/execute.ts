@@ -554,7 +554,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 
 	/** The step's claim was taken over (or released by an operator), or its row is gone (`missing`), before this run could finish. */
 	function lostLease(p: Prepared, when: string, missing?: boolean): LedgerError {
-		if (missing) return lostKeyError(`the step "${p.row.step}" of the key "${p.row.key}"`, when);
+		if (missing) return lostKeyError(ctx, `the step "${p.row.step}" of the key "${p.row.key}"`, when);
 		return new LedgerError(
 			`Another run took over the step "${p.row.step}" of the key "${p.row.key}" ${when}`,
 			'This happens when "Hold Step For" runs out (make it longer under Options, or lower "Batch Size"), when n8n could not reach the ledger for about 30 seconds to keep holding the step, or when someone released the key. Check the Idempotency Ledger node (Get the key) to see what the other run recorded.',

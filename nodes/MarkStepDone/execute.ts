@@ -225,7 +225,7 @@ export async function executeMarkStepDone(this: IExecuteFunctions): Promise<INod
 		].filter((x): x is string => x !== null);
 		if (refused.length > 0 || record.kind !== 'written') {
 			const gone = (record.kind === 'lost_lease' && record.missing) || (unit?.kind === 'lost_lease' && unit.missing);
-			fail(index, gone ? lostKeyError(`the key "${q.key}"`, `so ${refused.join(' and ')} ${refused.length > 1 ? 'were' : 'was'} not recorded`) : refusedError(q.key, refused, claimed));
+			fail(index, gone ? lostKeyError(this, `the key "${q.key}"`, `so ${refused.join(' and ')} ${refused.length > 1 ? 'were' : 'was'} not recorded`) : refusedError(q.key, refused, claimed));
 			continue;
 		}
 		const facts: IDataObject = { ...factsOf('recorded' as Outcome, q.namespace, q.key, q.step, record.record) };

@@ -77,7 +77,7 @@ describe('engine: Guarded Send and the ledger as the only clock and owner', () =
 		expect(slack.messages.filter((m) => m.text === 'Order sk-1 paid')).toHaveLength(0);
 	});
 
-	test('an operator releases a step while it is being sent: the late result changes nothing, and the item says another run took it over', async () => {
+	test('an operator releases a step while it is being sent: the late result changes nothing, and the item says the key was released (not that another run took it over)', async () => {
 		const releasing = (async () => {
 			for (let i = 0; i < 200; i++) {
 				const [row] = await rows('op-1');
@@ -94,7 +94,7 @@ describe('engine: Guarded Send and the ledger as the only clock and owner', () =
 		expect(facts(r, 0).map((f) => f.key)).toEqual(['op-2']);
 		const failed = (r.outputs('Send')[2] ?? []).map((i) => i.json);
 		expect(failed).toHaveLength(1);
-		expect(String(failed[0].error)).toMatch(/Another run took over the step "Send" of the key "op-1" after the message was sent/);
+		expect(String(failed[0].error)).toMatch(/^The step "Send" of the key "op-1": the ledger no longer has this key \(someone released it with the Idempotency Ledger node, or it was deleted from the ledger table\), after the message was sent/);
 		expect(await rows('op-1')).toEqual([]);
 		expect((await rows('op-2'))[0]).toMatchObject({ status: 'completed' });
 	});
