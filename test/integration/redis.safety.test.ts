@@ -10,6 +10,7 @@ import { closeAllRedisLedgers, createRedisClient, redisLedger, redisSafety, type
 import { closeClient } from '../../lib/ledger/redis/RedisLedger';
 import { checkRedisSafety } from '../../lib/ledger/redis/safety';
 import { testRedisCredential } from '../../lib/n8n/redisCredential';
+import { skipNotice } from '../support/redis';
 import { SAFE_REDIS, describeIfRedisServer, startRedis, type ThrowawayRedis } from '../support/throwawayRedis';
 
 const EVICTING = ['--maxmemory', '5mb', '--maxmemory-policy', 'allkeys-lru', '--appendonly', 'yes'];
@@ -112,6 +113,15 @@ describeIfRedisServer('Redis eviction and persistence checks')('Redis: settings 
 		} finally {
 			server.stop();
 		}
+	});
+
+	test('Redis Cluster: every master is read (the suite\'s throwaway cluster runs without persistence)', async () => {
+		const nodes = (process.env.REDIS_CLUSTER_NODES ?? '').split(',').filter(Boolean);
+		if (nodes.length === 0) return void skipNotice('the Redis Cluster safety check', 'REDIS_CLUSTER_NODES is not set');
+		const report = await check({ host: '', port: 0, db: 0, tls: false, prefix: 'idem', cluster: true, clusterNodes: nodes.join(',') });
+		expect(report.unknown).toEqual([]);
+		expect(report.risks.map((r) => r.setting)).toEqual(nodes.map(() => 'persistence'));
+		expect(new Set(report.risks.map((r) => r.server))).toEqual(new Set(nodes));
 	});
 
 	test('real eviction: rows claimed on an allkeys-lru Redis vanish under memory pressure, and their records answer lost_lease with missing', async () => {
