@@ -5,7 +5,7 @@ import { closeClient } from '../ledger/redis/RedisLedger';
 import { assertPrefix } from '../ledger/redis/keys';
 import { checkRedisSafety } from '../ledger/redis/safety';
 import { timeoutsFrom } from './credentialTimeouts';
-import { acceptedRiskWarning, unknownSettingsWarning, unsafeRedisError } from './redisSafety';
+import { acceptedRiskWarning, unknownSettingsWarning, unsafeRedisFinding } from './redisSafety';
 
 export const REDIS_CREDENTIAL = 'idempotencyRedisApi';
 
@@ -71,8 +71,8 @@ export async function testRedisConnection(settings: RedisSettings, acceptKeyLoss
 		const report = await checkRedisSafety(client);
 		const where = settings.cluster ? 'the Redis Cluster' : 'Redis';
 		if (report.risks.length > 0 && !acceptKeyLoss) {
-			const e = unsafeRedisError(report);
-			return { status: 'Error', message: `Connected to ${where}, but the nodes will refuse it: ${e.message} ${e.hint}` };
+			const { message, advice } = unsafeRedisFinding(report);
+			return { status: 'Error', message: `Connected to ${where}, but the nodes will refuse it: ${message} ${advice}` };
 		}
 		const warnings = [
 			...(report.risks.length > 0 ? [acceptedRiskWarning(report)] : []),

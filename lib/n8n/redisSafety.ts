@@ -11,7 +11,7 @@
  */
 import type { IExecuteFunctions } from 'n8n-workflow';
 
-import { LedgerUnavailableError } from '../ledger/errors';
+import { LedgerError } from '../ledger/errors';
 import { redisSafety, type RedisSettings } from '../ledger/redis/connect';
 import { describeRisks, type RedisSafety } from '../ledger/redis/safety';
 
@@ -22,14 +22,25 @@ export const ACCEPT_KEY_LOSS_NAME = 'I Accept That This Redis May Lose Keys';
 const CONSEQUENCE =
 	'A key the ledger loses is a message it forgets: the next run sends it again, with a new Idempotency-Key.';
 
-/** The error a node fails with on a Redis that may lose keys. */
-export function unsafeRedisError(report: RedisSafety): LedgerUnavailableError {
+/**
+ * The ledger Redis can lose keys and the credential does not accept it. Not "unavailable": the
+ * Redis answers, so a node's "let items through if the ledger is down" does not apply either.
+ */
+export class UnsafeRedisError extends LedgerError {}
+
+/** What is wrong with a Redis that may lose keys, and what to do (the credential Test says both). */
+export function unsafeRedisFinding(report: RedisSafety): { message: string; advice: string } {
 	const settings = [...new Set(report.risks.map((r) => r.setting))].join(' and ');
-	return new LedgerUnavailableError(
-		`The ledger Redis can lose keys (${settings}). ${describeRisks(report.risks)}`,
-		`${CONSEQUENCE} Change the setting and run again. To use this Redis anyway, turn on "${ACCEPT_KEY_LOSS_NAME}" in the ledger credential; every run then warns.`,
-		'UNSAFE_REDIS',
-	);
+	return {
+		message: `The ledger Redis can lose keys (${settings}). ${describeRisks(report.risks)}`,
+		advice: `${CONSEQUENCE} Change the setting and run again. To use this Redis anyway, turn on "${ACCEPT_KEY_LOSS_NAME}" in the ledger credential; every run then warns.`,
+	};
+}
+
+/** The error a node fails with on a Redis that may lose keys. */
+export function unsafeRedisError(report: RedisSafety): UnsafeRedisError {
+	const { message, advice } = unsafeRedisFinding(report);
+	return new UnsafeRedisError(message, `Nothing was let through or sent. ${advice}`);
 }
 
 /** The warning of a run on a Redis that may lose keys, accepted in the credential. */

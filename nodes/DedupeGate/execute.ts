@@ -24,6 +24,7 @@ import { recorderFollows } from '../../lib/n8n/lineage';
 import { openUnitsOf } from '../../lib/n8n/openUnits';
 import { namespaceReader, readDurationOption, type DurationSpec } from '../../lib/n8n/scope';
 import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
+import { UnsafeRedisError } from '../../lib/n8n/redisSafety';
 
 const NEW = 0;
 const DUPLICATE = 1;
@@ -286,7 +287,8 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			keepLeases(this, ledger, rows, lease, opened);
 		}
 	} catch (error) {
-		if (config.failOpen) {
+		// A Redis that can lose keys answers: it is not down, and fails closed (lib/n8n/redisSafety.ts).
+		if (config.failOpen && !(error instanceof UnsafeRedisError)) {
 			this.addExecutionHints({
 				message: 'The ledger could not be reached, and "Let Items Through if the Ledger Is Down" is on: every item went to New without a duplicate check.',
 				type: 'warning',

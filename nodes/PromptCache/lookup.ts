@@ -9,6 +9,7 @@ import { itemWithFacts, withFactsField } from '../../lib/n8n/facts';
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader, readDurationOption } from '../../lib/n8n/scope';
+import { UnsafeRedisError } from '../../lib/n8n/redisSafety';
 import { ANSWER_WITHIN, WAIT_UP_TO } from './options';
 import {
 	CACHE_STEP,
@@ -423,7 +424,8 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 			await lookUp(ledger, rows, cached, fates, config, claimOptions);
 		}
 	} catch (error) {
-		if (config.failOpen) {
+		// A Redis that can lose keys answers: it is not down, and fails closed (lib/n8n/redisSafety.ts).
+		if (config.failOpen && !(error instanceof UnsafeRedisError)) {
 			this.addExecutionHints({
 				message: 'The ledger could not be reached, and "Go to Miss if the Ledger Is Down" is on: every item went to Miss without a cache check.',
 				type: 'warning',

@@ -113,9 +113,17 @@ describeIfRedisServer('Redis eviction and persistence in the engine')('engine: a
 	test('eviction under maxmemory: the gate fails closed, naming maxmemory-policy and its fix; nothing is let through', async () => {
 		const result = await run(gateFlow([{ id: 'a' }]), creds(evicting));
 		const error = result.nodeError('Gate');
-		expect(error?.message).toMatch(/^The idempotency ledger is unavailable: The ledger Redis can lose keys \(maxmemory-policy\)\. 127\.0\.0\.1:\d+ has maxmemory-policy allkeys-lru with maxmemory 5242880/);
+		expect(error?.message).toMatch(/^The ledger Redis can lose keys \(maxmemory-policy\)\. 127\.0\.0\.1:\d+ has maxmemory-policy allkeys-lru with maxmemory 5242880/);
 		expect(error?.message).toContain('CONFIG SET maxmemory-policy noeviction');
-		expect((error as { description?: string })?.description).toContain('turn on "I Accept That This Redis May Lose Keys" in the ledger credential');
+		expect((error as { description?: string })?.description).toMatch(/^Nothing was let through or sent\..*turn on "I Accept That This Redis May Lose Keys" in the ledger credential/);
+		expect(result.outputs('Gate')).toEqual([]);
+	});
+
+	test('"Let Items Through if the Ledger Is Down" does not apply: the Redis answers, and still fails closed', async () => {
+		const flow = gateFlow([{ id: 'a2' }]);
+		flow.nodes[1].parameters.options = { namespace: 'safety', failOpen: true };
+		const result = await run(flow, creds(evicting));
+		expect(result.nodeError('Gate')?.message).toMatch(/^The ledger Redis can lose keys \(maxmemory-policy\)/);
 		expect(result.outputs('Gate')).toEqual([]);
 	});
 
