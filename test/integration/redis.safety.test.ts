@@ -5,11 +5,13 @@
  * missing redis-server fails instead of skipping.
  */
 import { Redis } from 'ioredis';
+import type { IExecuteFunctions } from 'n8n-workflow';
 
 import { closeAllRedisLedgers, createRedisClient, redisLedger, redisSafety, type RedisSettings } from '../../lib/ledger/redis';
 import { closeClient } from '../../lib/ledger/redis/RedisLedger';
 import { checkRedisSafety } from '../../lib/ledger/redis/safety';
 import { testRedisCredential } from '../../lib/n8n/redisCredential';
+import { UnsafeRedisError, checkRedisForRun } from '../../lib/n8n/redisSafety';
 import { skipNotice } from '../support/redis';
 import { SAFE_REDIS, describeIfRedisServer, startRedis, type ThrowawayRedis } from '../support/throwawayRedis';
 
@@ -100,6 +102,24 @@ describeIfRedisServer('Redis eviction and persistence checks')('Redis: settings 
 		expect(accepted).toEqual({ status: 'OK', message: expect.stringMatching(/^Connected to Redis\. The ledger Redis can lose keys, and the credential accepts that/) });
 		expect(await testRedisCredential(base(servers.noConfig))).toEqual({ status: 'OK', message: expect.stringContaining('Could not check that the ledger Redis keeps its keys') });
 		expect(await testRedisCredential(base(servers.safe))).toEqual({ status: 'OK', message: 'Connected to Redis; ledger keys start with "{idem"' });
+	});
+
+	test('each run: an unsafe Redis throws; accepted, or not readable, it adds a warning hint and a log line to every run', async () => {
+		const seen = { hints: [] as string[], logs: [] as string[] };
+		const ctx = {
+			addExecutionHints: (...hints: Array<{ message: string }>) => seen.hints.push(...hints.map((h) => h.message)),
+			logger: { warn: (message: string) => seen.logs.push(message) },
+			getNode: () => ({ name: 'Gate' }),
+		} as unknown as IExecuteFunctions;
+		const error = await checkRedisForRun(ctx, settings(servers.evicting), false).catch((e) => e);
+		expect(error).toBeInstanceOf(UnsafeRedisError);
+		expect(seen).toEqual({ hints: [], logs: [] });
+		for (let run = 0; run < 2; run++) await checkRedisForRun(ctx, settings(servers.evicting), true);
+		expect(seen.hints).toEqual([expect.stringMatching(/^The ledger Redis can lose keys, and the credential accepts that/), expect.stringMatching(/^The ledger Redis can lose keys/)]);
+		expect(seen.logs).toEqual(seen.hints.map((h) => `n8n-nodes-idempotency, node "Gate": ${h}`));
+		await checkRedisForRun(ctx, settings(servers.noConfig), false);
+		expect(seen.hints[2]).toMatch(/^Could not check that the ledger Redis keeps its keys/);
+		expect(seen.logs).toHaveLength(3);
 	});
 
 	test('per shared client: a risk is read again on the next call, so a fix with CONFIG SET is seen without a restart', async () => {

@@ -359,9 +359,10 @@ export function n8nTransport(ctx: IExecuteFunctions, authType: string | null, cr
 /**
  * The value of the Idempotency-Key header for one send. It is the same for every attempt and every
  * run that takes the step over after a crash (the row's first-seen time is kept across takeovers),
- * so the destination can drop a repeat; a step an operator released as "not sent", or one whose
- * retention ran out, starts a new row with a new first-seen time, and so gets a new key: a
- * deliberate replay reaches the destination as a new request.
+ * so the destination can drop a repeat; a step an operator released as "not sent", one whose
+ * retention ran out, or one whose row the ledger lost (Redis eviction, a restart without
+ * persistence) starts a new row with a new first-seen time, and so gets a new key: a deliberate
+ * replay reaches the destination as a new request, and so does a send the ledger forgot.
  */
 export const idempotencyKeyFor = (namespace: string, key: string, step: string, firstSeenAt: Date) =>
 	sha256(`${namespace}\u0000${key}\u0000${step}\u0000${firstSeenAt.getTime()}`);
