@@ -31,7 +31,7 @@ import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
 import { StartStep } from '../../nodes/StartStep/StartStep.node';
 import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { node, runWorkflow, type EngineRunResult } from '../support/engine';
-import { describeIfRedis, freshRedisLedger, redisUrl, uniquePrefix } from '../support/redis';
+import { describeIfRedis, freshRedisLedger, redisUrl, uniquePrefix, SUITE_REDIS_ACCEPTS_LOSS } from '../support/redis';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
 const START = 'n8n-nodes-idempotency.startStep';
@@ -121,7 +121,7 @@ const redis: Backend = {
 		const fx = await freshRedisLedger(uniquePrefix('region'));
 		const u = new URL(redisUrl());
 		const credentials = {
-			idempotencyRedisApi: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: Number(u.pathname.slice(1) || 0), prefix: fx.prefix },
+			idempotencyRedisApi: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: Number(u.pathname.slice(1) || 0), prefix: fx.prefix, ...SUITE_REDIS_ACCEPTS_LOSS },
 		};
 		return { ledger: fx.ledger, credentials, dispose: () => fx.dispose() };
 	},
