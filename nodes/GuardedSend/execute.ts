@@ -420,7 +420,9 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			if (pending && tooEarly(record, pending)) laterFor(p, record, pending, 'it asked to wait', ((record.result as IDataObject).check as CheckEvidence | undefined) ?? null);
 			else asking.push({ p, record, message: adapter.forClaim ? adapter.forClaim(p.message, record) : p.message, pending });
 		}
-		const checkDeadline = claimedAt + Math.min(...asking.map((a) => a.record.leaseRemainingMs ?? config.leaseMs)) - (config.timeoutMs + DEADLINE_MARGIN_MS);
+		// Checks run while this run holds the steps: up to "Hold Step For" where the keeper renews them.
+		const held = plan.renew ? plan.maxMs : Math.min(...asking.map((a) => a.record.leaseRemainingMs ?? config.leaseMs));
+		const checkDeadline = claimedAt + held - (config.timeoutMs + DEADLINE_MARGIN_MS);
 		const verdicts: CheckVerdict[] = await checkAll(
 			adapter.channel,
 			asking.map((a) => ({ message: a.message, window: checkWindow(a.record), resume: a.pending?.resume })),
