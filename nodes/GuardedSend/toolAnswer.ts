@@ -44,9 +44,13 @@ export function toolSentence(facts: IDataObject, error?: NodeOperationError): st
 	}
 }
 
-const lowerFirst = (text: string) => text.charAt(0).toLowerCase() + text.slice(1);
+/** "The key…" → "the key…" after "because"; "HTTP 400…" stays as it is. */
+const lowerFirst = (text: string) => (/^[A-Z][a-z]/.test(text) ? text.charAt(0).toLowerCase() + text.slice(1) : text);
 
-/** The facts that go with the sentence: what happened, never the item or the destination's response. */
+/**
+ * The facts that go with the sentence: what happened, never the item or the destination's whole
+ * response (a refusal's reason is quoted in the sentence: the model needs it to decide).
+ */
 function toolFacts(facts: IDataObject): IDataObject {
 	const keep: IDataObject = {};
 	for (const name of ['outcome', 'status', 'reason', 'externalId', 'sentAt', 'key', 'step'] as const) {

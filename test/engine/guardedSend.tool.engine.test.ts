@@ -106,7 +106,7 @@ describe('engine: Guarded Send as an AI Agent\'s tool answers every outcome in w
 		try {
 			const refused = answer(await call('dee@example.com', 'Welcome, Dee!'));
 			expect(refused.items[0]).toMatchObject({ outcome: 'needs_review', status: 'needs_review' });
-			expect(String(refused.items[0].response)).toMatch(/^Not sent: it needs a person, because .+\. Do not retry;/);
+			expect(String(refused.items[0].response)).toMatch(/^Not sent: it needs a person, because HTTP 400: .*invalid recipient.*\. Do not retry;/);
 		} finally {
 			api.setPlan(() => ({ kind: 'normal' }));
 		}
