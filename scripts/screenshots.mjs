@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Regenerates the README's screenshots from the real n8n editor (`npm run screenshots`, which
+ * Regenerates the README's and docs' screenshots from the real n8n editor (`npm run screenshots`, which
  * builds first): n8n (N8N_VERSION, default 2.41.1) from scripts/n8n-runtime.sh, this package installed the
  * user's way (npm pack into <user folder>/.n8n/nodes) by test/e2e/support/n8n.ts, on its own
  * PostgreSQL database; the editor driven by headless Chromium (/usr/bin/chromium) through
@@ -8,7 +8,12 @@
  * drops its database.
  *
  * Environment: CHROMIUM (default /usr/bin/chromium); DATABASE_URL (the PostgreSQL server n8n's
- * own database is created on, default postgres://postgres@127.0.0.1:5432/postgres).
+ * own database is created on, default postgres://postgres@127.0.0.1:5432/postgres); SHOTS (image
+ * file names, separated by commas: write only these, e.g. SHOTS=start-step.png,canvas-region.png;
+ * all by default).
+ *
+ * The AI Agent image needs n8n's AI nodes, which need sqlite3's native binding: scripts/n8n-runtime.sh
+ * builds it.
  *
  * Every image is checked before it is written: the editor is on the workflow (not the sign-in
  * page), every node of ours shows its icon, and no error toast is up.
@@ -19,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { buildWorkflow, freshWorkflow, panels } from './screenshots/workflow.mjs';
+import { agentWorkflow, buildWorkflow, freshWorkflow, panels, regionWorkflow } from './screenshots/workflow.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, '..');
@@ -33,6 +38,9 @@ const VIEWPORT = { width: 1280, height: 800 };
 /** A parameter panel taller than this is cut (the viewport grows to show the rest, up to here). */
 const MAX_PANEL_VIEWPORT_HEIGHT = 2000;
 const PACKAGE_TYPE_PREFIX = `${harness.PACKAGE_NAME}.`;
+/** The images to write (SHOTS), or null for all. */
+const ONLY = process.env.SHOTS ? new Set(process.env.SHOTS.split(',').map((name) => name.trim()).filter(Boolean)) : null;
+const wanted = (file) => !ONLY || ONLY.has(file);
 const started = Date.now();
 
 function log(message) {
@@ -66,9 +74,12 @@ async function main() {
 	log(`n8n ${runtime.version}; starting it with this package installed from npm pack`);
 	const n8n = await harness.startN8n({ withPackage: true, readinessTimeoutMs: 300_000 });
 	let browser;
+	let userDataDir;
 	const stopAll = async () => {
 		await browser?.close().catch(() => undefined);
 		await n8n.stop();
+		// Chromium's profile, once Chromium is gone (it writes to it until it exits).
+		if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
 	};
 	const onSignal = (signal) => {
 		log(`${signal}: stopping n8n`);
@@ -99,14 +110,19 @@ async function main() {
 				poolSize: 10,
 			},
 		});
+		// The other nodes' credentials, so that no node shows a warning for a missing one.
+		const openAi = await n8n.createCredential({ name: 'OpenAI', type: 'openAiApi', data: { apiKey: 'sk-not-a-real-key' } });
+		const billing = await n8n.createCredential({ name: 'Billing API', type: 'httpHeaderAuth', data: { name: 'Authorization', value: 'Bearer not-a-real-token' } });
 		const create = async (json) => ({ json, id: (await n8n.createWorkflow(json)).id });
 		const overview = await create(buildWorkflow({ credential }));
 		const orders = await create(buildWorkflow({ credential, name: 'Order webhook, handled once', only: ['orders'] }));
 		const llm = await create(buildWorkflow({ credential, name: 'LLM answers, asked once', only: ['llm'] }));
-		log(`workflows ${overview.id} (all flows), ${orders.id} (orders), ${llm.id} (LLM)`);
+		const agent = await create(agentWorkflow({ credential, openAi }));
+		const region = await create(regionWorkflow({ credential, billing }));
+		log(`workflows ${overview.id} (all flows), ${orders.id} (orders), ${llm.id} (LLM), ${agent.id} (agent), ${region.id} (region)`);
 
 		log(`launching ${process.env.CHROMIUM || '/usr/bin/chromium'}`);
-		const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'n8n-screenshots-chromium-'));
+		userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'n8n-screenshots-chromium-'));
 		browser = await chromium.launchPersistentContext(userDataDir, {
 			executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
 			headless: true,
@@ -125,7 +141,6 @@ async function main() {
 			locale: 'en-US',
 			timezoneId: 'UTC',
 		});
-		browser.once('close', () => fs.rmSync(userDataDir, { recursive: true, force: true }));
 		const [cookieName, cookieValue] = cookie.split(/=(.*)/s);
 		await browser.addCookies([{ name: cookieName, value: cookieValue, url: n8n.baseUrl }]);
 		const page = browser.pages()[0] ?? (await browser.newPage());
@@ -147,7 +162,10 @@ async function main() {
 			['canvas-orders.png', orders, VIEWPORT],
 			['canvas-prompt-cache.png', llm, VIEWPORT],
 			['canvas-overview.png', overview, { width: VIEWPORT.width, height: 1100 }],
+			['canvas-agent-tool.png', agent, VIEWPORT],
+			['canvas-region.png', region, VIEWPORT],
 		]) {
+			if (!wanted(file)) continue;
 			await openCanvas(page, n8n.baseUrl, wf, viewport);
 			await page.addStyleTag({ content: HIDE_CANVAS_CHROME });
 			await page.mouse.move(2, viewport.height - 2); // no hover toolbar on a node
@@ -160,6 +178,7 @@ async function main() {
 		const fresh = await create(freshWorkflow({ credential }));
 		await openCanvas(page, n8n.baseUrl, fresh);
 		for (const panel of panels) {
+			if (!wanted(panel.file) && !(panel.full && wanted(panel.full))) continue;
 			await page.setViewportSize(VIEWPORT);
 			await page.locator(`[data-test-id="canvas-node"][data-node-name="${panel.name}"]`).dblclick();
 			const params = page.locator('[data-test-id="node-parameters"]');
@@ -170,7 +189,7 @@ async function main() {
 			);
 			await page.mouse.move(2, 2); // off the panel: no hover controls on a field
 			await settle(page);
-			if (panel.full) await save(panel.full, { clip: await page.locator('[data-test-id="ndv"]').boundingBox() });
+			if (panel.full && wanted(panel.full)) await save(panel.full, { clip: await page.locator('[data-test-id="ndv"]').boundingBox() });
 			// Grow the window until every parameter fits, then crop to the parameter column.
 			const overflow = await params.evaluate((el) => el.scrollHeight - el.clientHeight);
 			if (overflow > 0) {
@@ -190,12 +209,14 @@ async function main() {
 					.reduce((a, b) => Math.max(a, b), box.top);
 				return { x: box.x, y: box.y, width: box.width, height: Math.min(box.height, last - box.y + 24) };
 			});
-			await save(panel.file, { clip: column });
+			if (wanted(panel.file)) await save(panel.file, { clip: column });
 			await page.keyboard.press('Escape');
 			await params.waitFor({ state: 'hidden' });
 		}
 		await page.setViewportSize(VIEWPORT);
 
+		const missing = ONLY ? [...ONLY].filter((file) => !written.includes(path.join(outDir, file))) : [];
+		if (missing.length > 0) throw new Error(`SHOTS names images this script does not make: ${missing.join(', ')}`);
 		log(`done: ${written.length} images in ${path.relative(repoRoot, outDir)}/`);
 	} finally {
 		log('stopping n8n and dropping its database');

@@ -1,8 +1,11 @@
 /**
- * The workflow the README screenshots show: the package's five nodes in the flows they are made
- * for. Node ids are fixed so the editor's /workflow/<id>/<nodeId> URLs are known in advance.
+ * The workflows the README and docs screenshots show: the package's nodes in the flows they are
+ * made for. Node ids are fixed so the editor's /workflow/<id>/<nodeId> URLs are known in advance.
  */
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const PKG = 'n8n-nodes-idempotency';
 
@@ -36,6 +39,7 @@ export const panels = [
 	{ file: 'mark-step-done.png', type: 'markStepDone', name: 'Mark Step Done' },
 	{ file: 'prompt-cache.png', type: 'promptCache', name: 'Prompt Cache' },
 	{ file: 'idempotency-ledger.png', type: 'idempotencyLedger', name: 'Idempotency Ledger' },
+	{ file: 'start-step.png', type: 'startStep', name: 'Start Step' },
 ];
 
 /** The workflow of fresh nodes that the panel images open (no connections). */
@@ -218,4 +222,83 @@ export function buildWorkflow({ credential, name = 'Idempotency: safe to run twi
 		else connections[from] = { main: main.map((targets) => targets.filter((t) => keep.has(t.node))) };
 	}
 	return { name, nodes: nodes.filter((n) => keep.has(n.name)), connections, settings: { executionOrder: 'v1' } };
+}
+
+/**
+ * Guarded Send as the tool of n8n's AI Agent, as test/e2e/agentTool.e2e.test.ts runs it: the key
+ * is built from what the model fills in for the recipient and the purpose, never from its text.
+ * `openAi` is an OpenAI credential (the model node shows a warning without one).
+ */
+export function agentWorkflow({ credential, openAi }) {
+	const recipient = "$fromAI('recipient', 'Email address of the lead', 'string')";
+	return {
+		name: 'AI Agent with Guarded Send as its tool',
+		nodes: [
+			{
+				id: randomUUID(),
+				name: 'Webhook',
+				type: 'n8n-nodes-base.webhook',
+				typeVersion: 2,
+				position: [0, 0],
+				webhookId: randomUUID(),
+				parameters: { httpMethod: 'POST', path: 'new-lead', responseMode: 'lastNode', options: {} },
+			},
+			{
+				id: randomUUID(),
+				name: 'AI Agent',
+				type: '@n8n/n8n-nodes-langchain.agent',
+				typeVersion: 3.1,
+				position: [260, 0],
+				parameters: { promptType: 'define', text: '={{ $json.body.message }}', options: {} },
+			},
+			{
+				id: randomUUID(),
+				name: 'OpenAI Chat Model',
+				type: '@n8n/n8n-nodes-langchain.lmChatOpenAi',
+				typeVersion: 1.2,
+				position: [180, 240],
+				credentials: { openAiApi: { id: openAi.id, name: openAi.name } },
+				parameters: { model: { __rl: true, mode: 'id', value: 'gpt-4o-mini' }, options: {} },
+			},
+			{
+				id: randomUUID(),
+				name: 'Guarded Send',
+				type: `${PKG}.guardedSendTool`,
+				typeVersion: 1,
+				position: [440, 240],
+				credentials: { idempotencyPostgresApi: { id: credential.id, name: credential.name } },
+				parameters: {
+					channel: 'http',
+					method: 'POST',
+					url: 'https://mail.example.com/api/messages',
+					sendBody: true,
+					bodyContentType: 'json',
+					jsonBody: `={{ JSON.stringify({ to: ${recipient}, text: $fromAI('text', 'The welcome message', 'string') }) }}`,
+					keyFrom: 'expression',
+					keyExpression: `={{ ${recipient} }}-{{ $fromAI('purpose', 'What the message is for, e.g. welcome', 'string') }}`,
+				},
+			},
+		],
+		connections: {
+			Webhook: { main: [[{ node: 'AI Agent', type: 'main', index: 0 }]] },
+			'OpenAI Chat Model': { ai_languageModel: [[{ node: 'AI Agent', type: 'ai_languageModel', index: 0 }]] },
+			'Guarded Send': { ai_tool: [[{ node: 'AI Agent', type: 'ai_tool', index: 0 }]] },
+		},
+		settings: { executionOrder: 'v1' },
+	};
+}
+
+/**
+ * A Start Step region: examples/region-http-invoice.json as a user imports it, with the ledger
+ * credential on our nodes and `billing` (an HTTP Header Auth credential) on the HTTP Request nodes.
+ */
+export function regionWorkflow({ credential, billing }) {
+	const file = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'region-http-invoice.json');
+	const example = JSON.parse(fs.readFileSync(file, 'utf8'));
+	const nodes = example.nodes.map((node) => {
+		if (node.credentials?.idempotencyPostgresApi) return { ...node, credentials: { idempotencyPostgresApi: { id: credential.id, name: credential.name } } };
+		if (node.credentials?.httpHeaderAuth) return { ...node, credentials: { httpHeaderAuth: { id: billing.id, name: billing.name } } };
+		return node;
+	});
+	return { name: example.name, nodes, connections: example.connections, settings: example.settings ?? { executionOrder: 'v1' } };
 }
