@@ -28,13 +28,15 @@
  * --dispose-engine-before-exit tries the fix n8n itself could make: a file preloaded with
  * NODE_OPTIONS=--require makes `process.exit` in the `execute` process first await
  * Expression.disposeExpressionEngine() (n8n-workflow, n8n's own copy), which n8n's
- * BaseCommand.exitSuccessFully does and BaseCommand.finally, the path `n8n execute` ends by, does not.
+ * BaseCommand.exitSuccessFully does and BaseCommand.finally, the path `n8n execute` ends by, does not;
+ * --exit-delay-ms N then waits N ms more before exiting (isolated-vm deletes isolates on threads of
+ * its own, after dispose() has returned).
  *
  * Prints one line per run and a summary; with --json <file>, appends the summary as one JSON line.
  * Options: --runs N (default 20), --arm package|package-new|plain|none, --version x.y.z (N8N_VERSION, default
  * 2.41.1, installed by scripts/n8n-runtime.sh), --engine vm|legacy (N8N_EXPRESSION_ENGINE, unset by
  * default), --out <dir> (kept; default a temp dir), --keep-cores, --backtraces N, --json <file>,
- * --dispose-engine-before-exit.
+ * --dispose-engine-before-exit, --exit-delay-ms N.
  * Needs the built package (npm run build), PostgreSQL (DATABASE_URL or postgres://postgres@127.0.0.1:5432),
  * the `test` database for the ledger, and gdb for backtraces.
  */
@@ -51,7 +53,7 @@ const PACKAGE_NAME = 'n8n-nodes-idempotency';
 const CRASH_SIGNALS = ['SIGSEGV', 'SIGBUS', 'SIGABRT', 'SIGILL', 'SIGFPE', 'SIGTRAP'];
 
 function parseArgs(argv) {
-	const opts = { runs: 20, arm: 'package', version: process.env.N8N_VERSION || '2.41.1', engine: undefined, out: undefined, keepCores: false, backtraces: 1, json: undefined, disposeEngine: false };
+	const opts = { runs: 20, arm: 'package', version: process.env.N8N_VERSION || '2.41.1', engine: undefined, out: undefined, keepCores: false, backtraces: 1, json: undefined, disposeEngine: false, exitDelayMs: 0 };
 	for (let i = 0; i < argv.length; i++) {
 		const a = argv[i];
 		const next = () => {
@@ -65,6 +67,7 @@ function parseArgs(argv) {
 		else if (a === '--out') opts.out = next();
 		else if (a === '--keep-cores') opts.keepCores = true;
 		else if (a === '--dispose-engine-before-exit') opts.disposeEngine = true;
+		else if (a === '--exit-delay-ms') opts.exitDelayMs = Number(next());
 		else if (a === '--backtraces') opts.backtraces = Number(next());
 		else if (a === '--json') opts.json = next();
 		else throw new Error(`unknown option ${a} (see the comment at the top of ${__filename})`);
@@ -268,7 +271,11 @@ async function main() {
 				`	process.exit = (code) => {`,
 				`		if (exiting) return;`,
 				`		exiting = true;`,
-				`		Promise.resolve().then(() => Expression.disposeExpressionEngine()).catch(() => undefined).finally(() => exit(code));`,
+				`		Promise.resolve()`,
+				`			.then(() => Expression.disposeExpressionEngine())`,
+				`			.catch(() => undefined)`,
+				`			.then(() => new Promise((resolve) => setTimeout(resolve, ${opts.exitDelayMs})))`,
+				`			.finally(() => exit(code));`,
 				`	};`,
 				`}`,
 				'',
@@ -278,7 +285,7 @@ async function main() {
 	}
 	const withPorts = async () => ({ ...env, N8N_PORT: String(await freePort()), N8N_RUNNERS_BROKER_PORT: String(await freePort()) });
 
-	console.log(`[probe] n8n ${rt.version} on ${execFileSync(rt.node, ['-v'], { encoding: 'utf8' }).trim()}, arm ${opts.arm}, ${opts.runs} runs, engine ${opts.engine ?? '(default)'}${opts.disposeEngine ? ', engine disposed before exit' : ''}, in ${out}`);
+	console.log(`[probe] n8n ${rt.version} on ${execFileSync(rt.node, ['-v'], { encoding: 'utf8' }).trim()}, arm ${opts.arm}, ${opts.runs} runs, engine ${opts.engine ?? '(default)'}${opts.disposeEngine ? `, engine disposed ${opts.exitDelayMs} ms before exit` : ''}, in ${out}`);
 	await sql('postgres', `CREATE DATABASE "${database}"`);
 	const results = [];
 	try {
@@ -346,6 +353,7 @@ async function main() {
 		arm: opts.arm,
 		engine: opts.engine ?? null,
 		disposeEngineBeforeExit: opts.disposeEngine,
+		exitDelayMs: opts.disposeEngine ? opts.exitDelayMs : null,
 		runs: results.length,
 		ok: count((r) => r.kind === 'ok'),
 		signalAfterRun: count((r) => r.kind === 'signal after a complete run'),
