@@ -22,6 +22,7 @@ export const SKIPPED_REASONS = {
 
 export const IN_PROGRESS_REASONS = {
 	in_progress: 'Another run is sending this step right now. Nothing was sent here; that run finishes it.',
+	check_later: 'An earlier attempt may have sent this, and the destination could not be asked now (rate limit, timeout, server error). Nothing was sent; the next delivery asks again.',
 } as const;
 
 export type ReviewReason = keyof typeof NEEDS_REVIEW_REASONS;
