@@ -34,8 +34,9 @@ export const backendProperty: INodeProperties = {
 };
 
 /**
- * The credential entries every node lists. (Node files repeat them as literals, because n8n's
- * lint rules read `testedBy` from the node description itself.)
+ * The credential entries of the ledger, the same in every node: `credentials: ledgerCredentials`.
+ * Guarded Send, which lists more credentials, repeats them as literals: n8n's lint rule
+ * node-class-description-credentials-name-unsuffixed crashes on a spread inside the array.
  */
 export const ledgerCredentials: INodeCredentialDescription[] = [
 	{

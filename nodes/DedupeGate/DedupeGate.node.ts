@@ -9,7 +9,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
+import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
 import { durationOptions, sharedNamespaceOption } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executeDedupeGate, LEASE, RETENTION } from './execute';
@@ -107,20 +107,7 @@ export class DedupeGate implements INodeType {
 		defaults: { name: 'Dedupe Gate' },
 		inputs: [NodeConnectionTypes.Main],
 		outputs: `={{(${configuredOutputs})($parameter)}}`,
-		credentials: [
-			{
-				name: 'idempotencyPostgresApi',
-				required: true,
-				testedBy: 'idempotencyPostgresApiTest',
-				displayOptions: { hide: { backend: ['redis'] } },
-			},
-			{
-				name: 'idempotencyRedisApi',
-				required: true,
-				testedBy: 'idempotencyRedisApiTest',
-				displayOptions: { hide: { backend: ['postgres'] } },
-			},
-		],
+		credentials: ledgerCredentials,
 		properties: [
 			backendProperty,
 			...keyProperties,

@@ -8,7 +8,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
+import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
 import * as checkpoint from './actions/checkpoint/Checkpoint.resource';
 import * as key from './actions/key/Key.resource';
 import * as ledger from './actions/ledger/Ledger.resource';
@@ -31,20 +31,7 @@ export class IdempotencyLedger implements INodeType {
 		defaults: { name: 'Idempotency Ledger' },
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
-		credentials: [
-			{
-				name: 'idempotencyPostgresApi',
-				required: true,
-				testedBy: 'idempotencyPostgresApiTest',
-				displayOptions: { hide: { backend: ['redis'] } },
-			},
-			{
-				name: 'idempotencyRedisApi',
-				required: true,
-				testedBy: 'idempotencyRedisApiTest',
-				displayOptions: { hide: { backend: ['postgres'] } },
-			},
-		],
+		credentials: ledgerCredentials,
 		properties: [
 			backendProperty,
 			{

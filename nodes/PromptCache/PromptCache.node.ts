@@ -9,7 +9,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
+import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
 import { durationOptions, scopeProperties, sharedNamespaceOption } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executePromptCache } from './execute';
@@ -279,20 +279,7 @@ export class PromptCache implements INodeType {
 		defaults: { name: 'Prompt Cache' },
 		inputs: [NodeConnectionTypes.Main],
 		outputs: `={{(${configuredOutputs})($parameter)}}`,
-		credentials: [
-			{
-				name: 'idempotencyPostgresApi',
-				required: true,
-				testedBy: 'idempotencyPostgresApiTest',
-				displayOptions: { hide: { backend: ['redis'] } },
-			},
-			{
-				name: 'idempotencyRedisApi',
-				required: true,
-				testedBy: 'idempotencyRedisApiTest',
-				displayOptions: { hide: { backend: ['postgres'] } },
-			},
-		],
+		credentials: ledgerCredentials,
 		properties: [
 			backendProperty,
 			{

@@ -8,7 +8,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
+import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
 import { unitKeyNamespaceOption, unitKeyProperties } from '../../lib/n8n/lineage';
 import { durationOptions } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
@@ -44,20 +44,7 @@ export class StartStep implements INodeType {
 		defaults: { name: 'Start Step' },
 		inputs: [NodeConnectionTypes.Main],
 		outputs: `={{(${configuredOutputs})($parameter)}}`,
-		credentials: [
-			{
-				name: 'idempotencyPostgresApi',
-				required: true,
-				testedBy: 'idempotencyPostgresApiTest',
-				displayOptions: { hide: { backend: ['redis'] } },
-			},
-			{
-				name: 'idempotencyRedisApi',
-				required: true,
-				testedBy: 'idempotencyRedisApiTest',
-				displayOptions: { hide: { backend: ['postgres'] } },
-			},
-		],
+		credentials: ledgerCredentials,
 		properties: [
 			{
 				displayName:
