@@ -1,0 +1,264 @@
+// First: refuses, with a clear message, an n8n too old to run the package.
+import '../../lib/n8n/supportedN8n';
+import { randomUUID } from 'crypto';
+import {
+	NodeConnectionTypes,
+	NodeOperationError,
+	type IDataObject,
+	type IExecuteFunctions,
+	type INodeType,
+	type INodeTypeDescription,
+	type ISupplyDataFunctions,
+	type SupplyData,
+} from 'n8n-workflow';
+
+import { LedgerInputError } from '../../lib/ledger/errors';
+import type { Ledger } from '../../lib/ledger/types';
+import { assertNamespace } from '../../lib/ledger/validate';
+import { toNodeError } from '../../lib/n8n/errors';
+import { backendProperty, credentialTest, openLedger } from '../../lib/n8n/ledgerAccess';
+import { durationOptions, readDurationOption, sharedNamespaceOption } from '../../lib/n8n/scope';
+import { editorTestRunsOption, namedNamespaceCheck, testNamespace, testRunPolicy } from '../../lib/n8n/testRuns';
+import { ANSWER_WITHIN, KEEP_ANSWERS, WAIT_UP_TO } from '../PromptCache/options';
+import { installChatCache, type CacheHost, type ChatCacheSettings } from './cachedModel';
+
+/** The ledger helpers take n8n's execute functions; a sub-node's supply-data functions have every method they call. */
+const asExecute = (ctx: ISupplyDataFunctions) => ctx as unknown as IExecuteFunctions;
+
+const toFlag = (value: unknown) => value === true || value === 'true' || value === 1;
+
+function readPrices(options: IDataObject): ChatCacheSettings['prices'] {
+	const price = (name: string, label: string) => {
+		const value = options[name];
+		if (value === undefined || value === null || value === '') return 0;
+		const n = typeof value === 'string' ? Number(value) : value;
+		if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) {
+			throw new LedgerInputError(`"${label}" must be a number of 0 or more, not ${JSON.stringify(value)}`, 'Enter the price your provider charges per 1,000 tokens, e.g. 0.00015, or remove the option.');
+		}
+		return n;
+	};
+	const prices = { input: price('priceInputPer1k', 'Price per 1,000 Input Tokens'), output: price('priceOutputPer1k', 'Price per 1,000 Output Tokens') };
+	return prices.input > 0 || prices.output > 0 ? prices : null;
+}
+
+function readSettings(ctx: ISupplyDataFunctions, itemIndex: number): ChatCacheSettings {
+	const exec = asExecute(ctx);
+	const options = ctx.getNodeParameter('options', itemIndex, {}) as IDataObject;
+	const policy = testRunPolicy(exec);
+	const named = String(options.namespace ?? '').trim();
+	let namespace = named ? namedNamespaceCheck(exec)(assertNamespace(named)) : `workflow:${ctx.getWorkflow().id ?? 'unsaved'}`;
+	if (policy.choice === 'separate') namespace = testNamespace(namespace);
+	const kb = options.maxResponseKb === undefined ? 256 : Number(options.maxResponseKb);
+	if (!Number.isFinite(kb) || kb <= 0) throw new LedgerInputError(`"Max Answer Size (KB)" must be a positive number, not ${JSON.stringify(options.maxResponseKb)}`, 'Enter the largest answer to keep, in KB, e.g. 256.');
+	return {
+		namespace,
+		ttlMs: readDurationOption(exec, KEEP_ANSWERS),
+		leaseMs: readDurationOption(exec, ANSWER_WITHIN),
+		waitMs: readDurationOption(exec, WAIT_UP_TO),
+		shadow: options.shadowMode === true,
+		// "Skip the Ledger" for an editor test run: the model is asked, nothing is read or written.
+		skip: toFlag(options.skipCache) || policy.choice === 'skip',
+		force: toFlag(options.forceRefresh),
+		anyTemperature: options.anyTemperature === true,
+		failClosed: options.failClosed === true,
+		prices: readPrices(options),
+		recordStats: options.recordStats !== false && policy.choice !== 'skip',
+		maxBytes: Math.round(kb * 1024),
+	};
+}
+
+function hostFor(ctx: ISupplyDataFunctions): CacheHost {
+	const node = ctx.getNode();
+	let ledger: Promise<Ledger> | null = null;
+	const told = new Set<string>();
+	const executionId = ctx.getExecutionId();
+	return {
+		ledger: () => {
+			// A failed open is not kept: the next call tries again.
+			ledger ??= openLedger(asExecute(ctx)).catch((error: unknown) => {
+				ledger = null;
+				throw error;
+			});
+			return ledger;
+		},
+		holder: executionId ? `execution:${executionId}` : `local:${randomUUID()}`,
+		report: (call, error) => {
+			// Each model call shows as a run of this node: what the cache did, and why.
+			const input = { promptHash: call.promptHash, namespace: call.namespace, model: call.model, keyReceipt: call.keyReceipt };
+			const { index } = ctx.addInputData(NodeConnectionTypes.AiLanguageModel, [[{ json: input as unknown as IDataObject }]]);
+			if (error !== undefined) {
+				const nodeError = new NodeOperationError(node, error instanceof Error ? error : new Error(String(error)), { description: `Prompt Cache Chat Model: ${call.reason}` });
+				ctx.addOutputData(NodeConnectionTypes.AiLanguageModel, index, nodeError);
+			} else {
+				ctx.addOutputData(NodeConnectionTypes.AiLanguageModel, index, [[{ json: { cache: call } as unknown as IDataObject }]]);
+			}
+		},
+		warn: (message) => {
+			if (told.has(message)) return;
+			told.add(message);
+			ctx.logger.warn(`n8n-nodes-idempotency: "${node.name}": ${message}`);
+			ctx.addExecutionHints({ message, type: 'warning', location: 'outputPane' });
+		},
+		ledgerDown: (error) => {
+			const base = toNodeError(node, error);
+			return new NodeOperationError(node, base.message, {
+				description: '"Stop if the Ledger Is Down" is on, so the model was not asked. Check the ledger credential and that the ledger is running, or turn the option off to have the model asked uncached while the ledger is down.',
+			});
+		},
+	};
+}
+
+// A Chat Model for AI nodes, not a tool.
+// eslint-disable-next-line @n8n/community-nodes/node-usable-as-tool
+export class PromptCacheChatModel implements INodeType {
+	description: INodeTypeDescription = {
+		displayName: 'Prompt Cache Chat Model',
+		name: 'promptCacheChatModel',
+		icon: { light: 'file:promptCacheChatModel.svg', dark: 'file:promptCacheChatModel.dark.svg' },
+		group: ['transform'],
+		version: 1,
+		description: 'Answer repeated Chat Model calls of an AI Agent or LLM Chain from the ledger instead of paying for them again',
+		defaults: { name: 'Prompt Cache Chat Model' },
+		codex: {
+			categories: ['AI'],
+			subcategories: { AI: ['Language Models'] },
+			resources: {
+				primaryDocumentation: [{ url: 'https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency/blob/main/docs/nodes/prompt-cache-chat-model.md' }],
+			},
+		},
+		inputs: [{ displayName: 'Model', type: NodeConnectionTypes.AiLanguageModel, required: true, maxConnections: 1 }],
+		outputs: [{ displayName: 'Model', type: NodeConnectionTypes.AiLanguageModel }],
+		credentials: [
+			{
+				name: 'idempotencyPostgresApi',
+				required: true,
+				testedBy: 'idempotencyPostgresApiTest',
+				displayOptions: { hide: { backend: ['redis'] } },
+			},
+			{
+				name: 'idempotencyRedisApi',
+				required: true,
+				testedBy: 'idempotencyRedisApiTest',
+				displayOptions: { hide: { backend: ['postgres'] } },
+			},
+		],
+		properties: [
+			{
+				displayName:
+					'Connect a Chat Model to the Model input, and this node to the Chat Model slot of an AI Agent or LLM Chain. Only calls at temperature 0 are cached unless you turn on "Cache at Any Temperature".',
+				name: 'notice',
+				type: 'notice',
+				default: '',
+			},
+			backendProperty,
+			{
+				displayName: 'Options',
+				name: 'options',
+				type: 'collection',
+				placeholder: 'Add Option',
+				default: {},
+				options: [
+					...durationOptions(ANSWER_WITHIN),
+					{
+						displayName: 'Cache at Any Temperature',
+						name: 'anyTemperature',
+						type: 'boolean',
+						default: false,
+						description: 'Whether to cache answers also when the model\'s temperature is above 0 or not set. Off by default: such a model is meant to vary, and its calls go to the model uncached.',
+					},
+					{
+						displayName: 'Count Hits and Misses',
+						name: 'recordStats',
+						type: 'boolean',
+						default: true,
+						description: 'Whether to add each call\'s hit or miss, tokens and money saved to the cache stats (Prompt Cache\'s Get Stats, Idempotency Ledger\'s Get Stats)',
+					},
+					editorTestRunsOption(true, '"Skip the Ledger" sends every call to the model uncached.'),
+					{
+						displayName: 'Force Refresh',
+						name: 'forceRefresh',
+						type: 'boolean',
+						default: false,
+						description: 'Whether to ignore stored answers: every call asks the model, and its answer replaces the stored one',
+					},
+					...durationOptions(KEEP_ANSWERS),
+					{
+						displayName: 'Max Answer Size (KB)',
+						name: 'maxResponseKb',
+						type: 'number',
+						typeOptions: { minValue: 1 },
+						default: 256,
+						description: 'Largest answer stored, measured as JSON. A larger answer reaches the agent but is not stored.',
+					},
+					{
+						displayName: 'Price per 1,000 Input Tokens',
+						name: 'priceInputPer1k',
+						type: 'number',
+						typeOptions: { minValue: 0, numberPrecision: 6 },
+						default: 0,
+						description: 'What your provider charges for 1,000 prompt tokens, in your currency. With it, each hit counts the money it saved.',
+					},
+					{
+						displayName: 'Price per 1,000 Output Tokens',
+						name: 'priceOutputPer1k',
+						type: 'number',
+						typeOptions: { minValue: 0, numberPrecision: 6 },
+						default: 0,
+						description: 'What your provider charges for 1,000 answer tokens, in your currency',
+					},
+					{
+						displayName: 'Shadow Mode (Measure Only)',
+						name: 'shadowMode',
+						type: 'boolean',
+						default: false,
+						description: 'Whether to ask the model on every call, while counting how often the cache would have answered and how often the fresh answer differs from the cached one',
+					},
+					{
+						...sharedNamespaceOption,
+						description: 'Share answers with every workflow that uses this same name. Leave it out to share answers only within this workflow.',
+					},
+					{
+						displayName: 'Skip the Cache',
+						name: 'skipCache',
+						type: 'boolean',
+						default: false,
+						description: 'Whether to send every call to the model without reading or storing the cache. Can be an expression.',
+					},
+					{
+						displayName: 'Stop if the Ledger Is Down',
+						name: 'failClosed',
+						type: 'boolean',
+						default: false,
+						description: 'Whether to stop the agent with an error when the ledger cannot be reached. Off by default: the model is asked uncached and the run shows a warning.',
+					},
+					...durationOptions(WAIT_UP_TO).map((p) =>
+						p.name === WAIT_UP_TO.name
+							? { ...p, description: `How long a call waits for an identical call that is asking the model right now; after that it asks the model itself. In ${WAIT_UP_TO.unit}, unless you also add "${WAIT_UP_TO.displayName} Unit".` }
+							: p,
+					),
+				],
+			},
+		],
+	};
+
+	methods = { credentialTest };
+
+	async supplyData(this: ISupplyDataFunctions, itemIndex: number): Promise<SupplyData> {
+		const node = this.getNode();
+		const connected = (await this.getInputConnectionData(NodeConnectionTypes.AiLanguageModel, itemIndex)) as unknown;
+		const model = Array.isArray(connected) ? connected[0] : connected;
+		if (!model || typeof (model as { _generate?: unknown })._generate !== 'function' || typeof (model as { _streamResponseChunks?: unknown })._streamResponseChunks !== 'function') {
+			throw new NodeOperationError(node, model ? 'The node connected to "Model" is not a Chat Model' : 'No Chat Model is connected', {
+				itemIndex,
+				description: 'Connect a Chat Model sub-node (for example OpenAI Chat Model) to the "Model" input of Prompt Cache Chat Model.',
+			});
+		}
+		let settings: ChatCacheSettings;
+		try {
+			settings = readSettings(this, itemIndex);
+		} catch (error) {
+			throw toNodeError(node, error, itemIndex);
+		}
+		return { response: installChatCache(model as Parameters<typeof installChatCache>[0], settings, hostFor(this)) };
+	}
+}
