@@ -125,6 +125,19 @@ export function installChatCache(model: ChatModel, settings: ChatCacheSettings, 
 	const cache = new ChatCache(model, settings, host);
 	model._generate = async (messages, options, runManager) => await cache.generate(messages, options, () => generate(messages, options, runManager));
 	model._streamResponseChunks = (messages, options, runManager) => cache.stream(messages, options, () => stream(messages, options, runManager));
+	// Some models answer bindTools (and withStructuredOutput) with a new model object built from
+	// their fields (ChatOpenAI's withConfig does), which has none of the patches above: that
+	// model gets the cache too.
+	if (typeof model.withConfig === 'function') {
+		const withConfig = model.withConfig as (...args: unknown[]) => unknown;
+		model.withConfig = function (this: unknown, ...args: unknown[]) {
+			const derived = withConfig.apply(this, args) as ChatModel | undefined;
+			if (derived && derived !== model && typeof derived._generate === 'function' && typeof derived._streamResponseChunks === 'function') {
+				return installChatCache(derived, settings, host);
+			}
+			return derived;
+		};
+	}
 	Object.defineProperty(model, INSTALLED, { value: true });
 	return model;
 }

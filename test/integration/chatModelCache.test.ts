@@ -42,6 +42,24 @@ class StandInChat extends BaseChatModel {
 		return 'stand-in';
 	}
 
+	/** Call options bound with withConfig (as ChatOpenAI keeps them). */
+	defaultOptions: Record<string, unknown> = {};
+
+	/** As ChatOpenAI does: bindTools → withConfig → a NEW model object built from this one's fields. */
+	withConfig(config: Record<string, unknown>): this {
+		const next = new StandInChat();
+		next.calls = this.calls;
+		next.reply = this.reply;
+		next.temperature = this.temperature;
+		next.delayMs = this.delayMs;
+		next.defaultOptions = { ...this.defaultOptions, ...config };
+		return next as this;
+	}
+
+	async invoke(input: Parameters<BaseChatModel['invoke']>[0], options?: Parameters<BaseChatModel['invoke']>[1]) {
+		return super.invoke(input, { ...this.defaultOptions, ...options } as never);
+	}
+
 	invocationParams(options: this['ParsedCallOptions']) {
 		return { model: 'stand-in-1', temperature: this.temperature, tools: (options as { tools?: unknown }).tools, stream: false };
 	}
@@ -160,7 +178,7 @@ test('repeats are answered from the ledger: 5 distinct questions asked 3 times e
 	expect(next.calls).toHaveLength(0);
 });
 
-test('a tool call comes back as it came, as the model\'s own AIMessage, and the follow-up call is cached too', async () => {
+test('a tool call comes back as it came, as the model\'s own AIMessage, and the follow-up call is cached too (through a withConfig that builds a new model, as ChatOpenAI\'s does)', async () => {
 	const s = settings();
 	const first = cached(s);
 	first.reply = (messages, n) =>
@@ -339,7 +357,7 @@ test('a model whose messages are not the LangChain n8n loads is used uncached, w
 		invocationParams: () => ({ model: 'foreign-1', temperature: 0 }),
 	};
 	installChatCache(foreign as never, settings(), h);
-	for (let i = 0; i < 2; i++) await foreign._generate([new HumanMessage('q')] as never, {}, undefined);
+	for (let i = 0; i < 2; i++) await (foreign._generate as (...args: unknown[]) => Promise<unknown>)([new HumanMessage("q")], {}, undefined);
 	expect(calls).toHaveLength(2);
 	expect(h.reports.map((r) => r.outcome)).toEqual(['uncached', 'uncached']);
 	expect(h.warnings[0]).toContain('passed every call to the model uncached');
