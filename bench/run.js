@@ -5,11 +5,14 @@
 //    the scenarios taking turns within each round;
 // 2. the same claim on Redis beside pipelined SET NX;
 // 3. Prompt Cache lookup latency (p50, p99 over 10,000 one-item lookups) on both backends,
-//    beside a primary-key SELECT / a GET.
+//    beside a primary-key SELECT / a GET;
+// 4. a cache hit through Prompt Cache Chat Model (p50, p99 over 2,000 model.invoke() calls),
+//    beside the model's own call to an OpenAI-compatible stand-in on loopback.
 const { Pool } = require('pg');
 const { Redis } = require('ioredis');
 const { redisSection } = require('./redis');
 const { lookupLatency, latencyRows } = require('./promptCache');
+const { chatModelLatency } = require('./chatModelCache');
 const { median, time } = require('./util');
 const { PostgresLedger, postgresLedger, closeAllPostgresLedgers } = require('../dist/lib/ledger');
 const { DedupeGate } = require('../dist/nodes/DedupeGate/DedupeGate.node');
@@ -167,7 +170,21 @@ async function main() {
 	rc.disconnect();
 	console.log(latency.join('\n'));
 
-	for (const t of [baselineTable, table, `${table}_counters`, `${table}_checkpoints`, `${table}_audit`, `${table}_migrations`]) {
+	// A cache hit through the Chat Model sub-node, beside the model itself on loopback.
+	const CHAT_HITS = Number(process.env.BENCH_CHAT_HITS || 2000);
+	const chat = await chatModelLatency({ backend: 'postgres', credentials, hits: CHAT_HITS });
+	console.log(
+		[
+			'',
+			`Prompt Cache Chat Model, ${CHAT_HITS} hits (${100} distinct prompts, one supplyData() per hit as per agent execution, savings counted): model.invoke() of one message, latency per call:`,
+			'',
+			'| scenario | p50 | p99 | p50 vs baseline | p99 vs baseline |',
+			'|---|---|---|---|---|',
+			...latencyRows('cache hit through Prompt Cache Chat Model (PostgreSQL)', 'baseline: the model itself, OpenAI-compatible stand-in on loopback', chat),
+		].join('\n'),
+	);
+
+	for (const t of [baselineTable, table, `${table}_counters`, `${table}_checkpoints`, `${table}_audit`, `${table}_daily`, `${table}_migrations`]) {
 		await pool.query(`DROP TABLE IF EXISTS ${t}`);
 	}
 	await pool.end();

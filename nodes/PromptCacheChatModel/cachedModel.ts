@@ -214,6 +214,8 @@ class ChatCache {
 			result = await call();
 		} catch (error) {
 			await this.settleFailure(key, plan as Exclude<Plan, { kind: 'hit' }>, 'the model returned an error; errors are never cached', error);
+			// The model's own error, unchanged: the AI node and its retry and error handling know it.
+			// eslint-disable-next-line @n8n/community-nodes/require-node-api-error
 			throw error;
 		}
 		await this.settleAnswer(key, plan as Exclude<Plan, { kind: 'hit' }>, result.generations, result.llmOutput ?? null);
@@ -241,6 +243,8 @@ class ChatCache {
 			ended = true;
 		} catch (error) {
 			failure = error;
+			// The model's own error, unchanged, as above.
+			// eslint-disable-next-line @n8n/community-nodes/require-node-api-error
 			throw error;
 		} finally {
 			if (!ended) {

@@ -38,8 +38,8 @@ function sourceDescription(distFile: string): INodeTypeDescription {
 const descriptions = docs.nodeFiles().map(sourceDescription);
 
 describe('parameter tables in docs/nodes match the node descriptions', () => {
-	test('package.json lists the six nodes', () => {
-		expect(descriptions.map((d) => d.name).sort()).toEqual(['dedupeGate', 'guardedSend', 'idempotencyLedger', 'markStepDone', 'promptCache', 'startStep']);
+	test('package.json lists the seven nodes', () => {
+		expect(descriptions.map((d) => d.name).sort()).toEqual(['dedupeGate', 'guardedSend', 'idempotencyLedger', 'markStepDone', 'promptCache', 'promptCacheChatModel', 'startStep']);
 	});
 
 	test.each(descriptions.map((d) => [d.name, d] as const))('%s', (name, description) => {

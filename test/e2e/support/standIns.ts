@@ -55,7 +55,7 @@ function closer(server: http.Server) {
 export interface ChatCall {
 	n: number;
 	authorization: string | undefined;
-	body: { model?: string; messages?: Array<{ role: string; content: string }>; [k: string]: unknown };
+	body: { model?: string; messages?: Array<{ role: string; content: string; tool_call_id?: string }>; [k: string]: unknown };
 }
 
 export interface OpenAiStandIn {
@@ -66,12 +66,24 @@ export interface OpenAiStandIn {
 	close(): Promise<void>;
 }
 
+export interface ChatAnswer {
+	content?: string | null;
+	/** Tool calls, answered with finish_reason "tool_calls". */
+	toolCalls?: Array<{ id: string; name: string; arguments: string }>;
+	/** An error status instead of an answer. */
+	status?: number;
+	error?: string;
+}
+
 /**
  * Answers `POST /v1/chat/completions` like OpenAI: `{ id, object, model, choices: [{ message }], usage }`.
- * The content is `reply(call)` (by default `answer #<n> to: <last user message>`). `delayMs`
+ * The content is `reply(call)` (by default `answer #<n> to: <last user message>`); `answer(call)`, when
+ * it returns something, answers instead: with tool calls, or with an error status. `delayMs`
  * holds each answer back, so that concurrent runs overlap. `apiKey` makes it check the bearer token.
  */
-export async function openAiStandIn(options: { delayMs?: number; apiKey?: string; reply?: (call: ChatCall) => string } = {}): Promise<OpenAiStandIn> {
+export async function openAiStandIn(
+	options: { delayMs?: number; apiKey?: string; reply?: (call: ChatCall) => string; answer?: (call: ChatCall) => ChatAnswer | undefined } = {},
+): Promise<OpenAiStandIn> {
 	const calls: ChatCall[] = [];
 	const server = http.createServer(async (req, res) => {
 		const raw = await readBody(req);
@@ -91,13 +103,16 @@ export async function openAiStandIn(options: { delayMs?: number; apiKey?: string
 		calls.push(call);
 		if (options.delayMs) await new Promise((r) => setTimeout(r, options.delayMs));
 		const lastUser = [...(body.messages ?? [])].reverse().find((m) => m.role === 'user')?.content ?? '';
-		const content = options.reply ? options.reply(call) : `answer #${call.n} to: ${lastUser}`;
+		const special = options.answer?.(call);
+		if (special?.status) return reply(res, special.status, { error: { message: special.error ?? 'Stand-in error', type: 'invalid_request_error' } });
+		const content = special ? (special.content ?? null) : options.reply ? options.reply(call) : `answer #${call.n} to: ${lastUser}`;
+		const toolCalls = special?.toolCalls?.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } }));
 		reply(res, 200, {
 			id: `chatcmpl-${call.n}`,
 			object: 'chat.completion',
 			created: Math.floor(Date.now() / 1000),
 			model: body.model ?? 'unknown',
-			choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+			choices: [{ index: 0, message: { role: 'assistant', content, ...(toolCalls?.length ? { tool_calls: toolCalls } : {}) }, finish_reason: toolCalls?.length ? 'tool_calls' : 'stop' }],
 			usage: { prompt_tokens: 20, completion_tokens: 8, total_tokens: 28 },
 		});
 	});
