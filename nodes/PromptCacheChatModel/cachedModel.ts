@@ -117,7 +117,7 @@ const INSTALLED = Symbol.for('n8n-nodes-idempotency.promptCacheChatModel');
 /** Wraps `model` (in place) with the cache; returns it. */
 export function installChatCache(model: ChatModel, settings: ChatCacheSettings, host: CacheHost): ChatModel {
 	if (model[INSTALLED as unknown as string]) {
-		// A second cache node around the same model object: the outer one decides.
+		// A second cache node around the same model object: the first one installed decides.
 		return model;
 	}
 	const generate = model._generate.bind(model);
