@@ -89,30 +89,6 @@ function statsFlow(path: string, creds: Creds, namespace: string): WorkflowJson 
 
 const lastMessage = (call: ChatCall) => call.body.messages?.at(-1);
 
-let activationRetries = 0;
-
-/**
- * n8n.deploy, but an activation that n8n 2.41.1 answers with 500 "Internal server error" (seen
- * here now and then for a first AI Agent workflow soon after boot, with nothing in n8n's log) is
- * asked again, up to 5 times.
- */
-async function deploy(n8n: N8nInstance, workflow: WorkflowJson): Promise<string> {
-	const { id } = await n8n.createWorkflow(workflow);
-	for (let attempt = 1; ; attempt++) {
-		try {
-			await n8n.activate(id);
-			break;
-		} catch (error) {
-			if (attempt >= 5 || !/-> 500/.test(String(error))) throw error;
-			activationRetries++;
-			await new Promise((r) => setTimeout(r, 2000));
-		}
-	}
-	for (const n of workflow.nodes as Array<{ type: string; parameters?: { path?: string } }>) {
-		if (n.type === 'n8n-nodes-base.webhook' && n.parameters?.path) await n8n.waitForWebhook(n.parameters.path, { method: 'POST' });
-	}
-	return id;
-}
 
 /**
  * The stand-in's answers: "calculate X" → a call of the calculator tool (its id from the question,
@@ -177,7 +153,7 @@ describe('e2e: Prompt Cache Chat Model between OpenAI Chat Model and AI Agent / 
 	});
 
 	afterAll(async () => {
-		if (n8n) console.log(`n8n log: ${n8n.logFile}\nchat model cache e2e figures (activations asked again: ${activationRetries}):\n${figures.join('\n')}`);
+		if (n8n) console.log(`n8n log: ${n8n.logFile}\nchat model cache e2e figures:\n${figures.join('\n')}`);
 		await n8n?.stop();
 		await model?.close();
 		await ledger.drop();
@@ -187,10 +163,10 @@ describe('e2e: Prompt Cache Chat Model between OpenAI Chat Model and AI Agent / 
 	async function deployAll(tag: string, cacheOptions: Record<string, unknown>) {
 		const namespace = `e2e-chat-${tag}`;
 		const ids = {
-			agent: await deploy(n8n!, flow('agent', `agent-${tag}`, creds, { namespace, ...cacheOptions })),
-			chain: await deploy(n8n!, flow('chain', `chain-${tag}`, creds, { namespace, ...cacheOptions })),
+			agent: await n8n!.deploy(flow('agent', `agent-${tag}`, creds, { namespace, ...cacheOptions })),
+			chain: await n8n!.deploy(flow('chain', `chain-${tag}`, creds, { namespace, ...cacheOptions })),
 		};
-		await deploy(n8n!, statsFlow(`stats-${tag}`, creds, namespace));
+		await n8n!.deploy(statsFlow(`stats-${tag}`, creds, namespace));
 		const ask = async (run: Run) => {
 			const res = await n8n!.post(`${run.kind}-${tag}`, { question: run.question });
 			if (res.status !== 200) throw new Error(`${run.kind} "${run.question}" answered ${res.status}: ${res.text.slice(0, 500)}`);
@@ -292,7 +268,7 @@ describe('e2e: Prompt Cache Chat Model between OpenAI Chat Model and AI Agent / 
 
 	test('no Chat Model connected to the cache node: the run stops with a clear error', async () => {
 		const tag = `n${Date.now().toString(36)}`;
-		const id = await deploy(n8n!, flow('chain', `chain-${tag}`, creds, {}, { noModel: true }));
+		const id = await n8n!.deploy(flow('chain', `chain-${tag}`, creds, {}, { noModel: true }));
 		const res = await n8n!.post(`chain-${tag}`, { question: 'anything' });
 		expect(res.status).toBeGreaterThanOrEqual(400);
 		const [execution] = await n8n!.waitForExecutions(id, 1, { includeData: true });
@@ -305,8 +281,8 @@ describe('e2e: Prompt Cache Chat Model between OpenAI Chat Model and AI Agent / 
 	test('ledger down: by default the agent still answers and the run shows a warning; "Stop if the Ledger Is Down" stops it', async () => {
 		const tag = `d${Date.now().toString(36)}`;
 		const down = await n8n!.createCredential({ name: 'Ledger (down)', type: 'idempotencyPostgresApi', data: { ...ledgerCredentialData(table), port: 1 } });
-		const open = await deploy(n8n!, flow('agent', `agent-${tag}`, creds, {}, { ledgerCredential: down.id }));
-		const closed = await deploy(n8n!, flow('agent', `agent-closed-${tag}`, creds, { failClosed: true }, { ledgerCredential: down.id }));
+		const open = await n8n!.deploy(flow('agent', `agent-${tag}`, creds, {}, { ledgerCredential: down.id }));
+		const closed = await n8n!.deploy(flow('agent', `agent-closed-${tag}`, creds, { failClosed: true }, { ledgerCredential: down.id }));
 		const before = model.calls.length;
 
 		const res = await n8n!.post(`agent-${tag}`, { question: 'is the ledger needed?' });
