@@ -30,7 +30,7 @@ export default [
 			// This rule wants `"n8n-workflow": "*"`. The range names the n8n-workflow lines the e2e
 			// matrix proves (test/e2e/support/matrix.js; a unit test holds it to them), so npm warns
 			// whoever installs on an untested n8n. n8n's own installer drops peerDependencies, and the
-			// README's manual install omits them, so the range never pulls in a second n8n-workflow.
+			// peer is optional (peerDependenciesMeta), so the range never pulls in a second n8n-workflow.
 			// n8n's verification of community packages requires "*": set it back before applying.
 			'@n8n/community-nodes/valid-peer-dependencies': 'off',
 		},

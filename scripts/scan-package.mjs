@@ -155,7 +155,9 @@ async function main() {
 		const failing = findings.filter((f) => !isKept(f));
 		for (const rule of new Set(kept.map((f) => f.rule))) {
 			const where = kept.filter((f) => f.rule === rule).map((f) => `${f.leg}:${f.file}`);
-			console.log(`kept ${rule} (${[...new Set(where)].join(', ')}): ${KEPT[rule].why}`);
+			const files = [...new Set(where)];
+			const shown = files.length > 3 ? `${files.slice(0, 3).join(', ')} and ${files.length - 3} more` : files.join(', ');
+			console.log(`kept ${rule} (${shown}): ${KEPT[rule].why}`);
 		}
 		for (const f of failing) console.error(`${f.leg}:${f.file}:${f.line} ${f.rule}: ${f.message}`);
 		console.log(
