@@ -12,7 +12,14 @@ export class IdempotencyPostgresApi implements ICredentialType {
 	documentationUrl = 'https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency/blob/main/docs/credentials.md';
 
 	properties: INodeProperties[] = [
-		{ displayName: 'Host', name: 'host', type: 'string', default: 'localhost', required: true },
+		{
+			displayName: 'Host',
+			name: 'host',
+			type: 'string',
+			default: 'localhost',
+			required: true,
+			hint: 'In Docker, localhost is the n8n container itself: enter the PostgreSQL service name instead (postgres in docker/docker-compose.yml)',
+		},
 		{ displayName: 'Port', name: 'port', type: 'number', default: 5432 },
 		{ displayName: 'Database', name: 'database', type: 'string', default: 'postgres', required: true },
 		{ displayName: 'User', name: 'user', type: 'string', default: 'postgres', required: true },

@@ -12,7 +12,14 @@ export class IdempotencyRedisApi implements ICredentialType {
 	documentationUrl = 'https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency/blob/main/docs/credentials.md';
 
 	properties: INodeProperties[] = [
-		{ displayName: 'Host', name: 'host', type: 'string', default: 'localhost', required: true },
+		{
+			displayName: 'Host',
+			name: 'host',
+			type: 'string',
+			default: 'localhost',
+			required: true,
+			hint: 'In Docker, localhost is the n8n container itself: enter the Redis service name instead (redis in docker/docker-compose.yml)',
+		},
 		{ displayName: 'Port', name: 'port', type: 'number', default: 6379 },
 		{
 			displayName: 'User',
