@@ -369,6 +369,12 @@ export interface StartOptions {
 	keepUserFolder?: boolean;
 	/** How long boot may take until /healthz/readiness answers 200. Default 180 s. */
 	readinessTimeoutMs?: number;
+	/**
+	 * What to spawn for each n8n process (start, worker, execute) instead of `node n8n <command>`:
+	 * e.g. the same command as another user (test/e2e/dockerLayout.e2e.test.ts). The process it
+	 * spawns must become n8n itself (exec), so signals and the process group reach n8n.
+	 */
+	launcher?: (command: string, args: string[]) => { command: string; args: string[] };
 }
 
 export interface N8nExecution {
@@ -471,13 +477,20 @@ export class N8nInstance {
 		});
 	}
 
+	/** `node n8n <args>`, through StartOptions.launcher when one is given. */
+	private command(args: string[]): { command: string; args: string[] } {
+		const plain = { command: this.runtime.nodeBin, args: [this.runtime.n8nBin, ...args] };
+		return this.options.launcher ? this.options.launcher(plain.command, plain.args) : plain;
+	}
+
 	/** Spawns `n8n start` and waits for /healthz/readiness. */
 	async boot(): Promise<void> {
 		if (this.running) throw new Error('n8n is already running');
 		this.logStream ??= fs.createWriteStream(this.logFile, { flags: 'a' });
 		this.logStream.write(`\n===== n8n start on port ${this.port}, db ${this.database}, ${new Date().toISOString()} =====\n`);
 		const started = performance.now();
-		const child = spawn(this.runtime.nodeBin, [this.runtime.n8nBin, 'start'], {
+		const start = this.command(['start']);
+		const child = spawn(start.command, start.args, {
 			cwd: this.userFolder,
 			env: this.env(),
 			detached: true, // own process group, so kill() reaches the task runner too
@@ -522,7 +535,8 @@ export class N8nInstance {
 		env.QUEUE_HEALTH_CHECK_ACTIVE = 'true';
 		env.QUEUE_HEALTH_CHECK_PORT = String(healthPort);
 		this.logStream.write(`\n===== n8n worker (health port ${healthPort}), ${new Date().toISOString()} =====\n`);
-		const child = spawn(this.runtime.nodeBin, [this.runtime.n8nBin, 'worker'], {
+		const worker = this.command(['worker']);
+		const child = spawn(worker.command, worker.args, {
 			cwd: this.userFolder,
 			env,
 			detached: true,
@@ -797,7 +811,8 @@ export class N8nInstance {
 		const stdoutFile = path.join(os.tmpdir(), `n8n-execute-${id}-${randomBytes(4).toString('hex')}.json`);
 		const stdoutFd = fs.openSync(stdoutFile, 'w');
 		const result = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((resolve) => {
-			const child = spawn(this.runtime.nodeBin, [this.runtime.n8nBin, 'execute', `--id=${id}`, '--rawOutput'], {
+			const execute = this.command(['execute', `--id=${id}`, '--rawOutput']);
+			const child = spawn(execute.command, execute.args, {
 				cwd: this.userFolder,
 				env,
 				detached: true,
