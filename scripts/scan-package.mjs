@@ -66,10 +66,18 @@ export const KEPT = {
 		why: 'n8n\'s built-in SMTP credential is named "smtp"; a suffix would name a credential that does not exist.',
 	},
 	'@n8n/community-nodes/node-usable-as-tool': {
-		where: /^nodes\/(DedupeGate|IdempotencyLedger|MarkStepDone|PromptCache|StartStep)\//,
+		where: /^nodes\/(DedupeGate|IdempotencyLedger|MarkStepDone|PromptCache|PromptCacheChatModel|StartStep)\//,
 		why:
-			'only Guarded Send is offered to AI agents (least privilege); the other nodes carry an ' +
+			'only Guarded Send is offered to AI agents (least privilege; Prompt Cache Chat Model is a ' +
+			'sub-node that supplies a model, not an action); the other nodes carry an ' +
 			'eslint-disable comment saying so, which the scan does not read (allowInlineConfig: false).',
+	},
+	'@n8n/community-nodes/require-node-api-error': {
+		where: /^nodes\/PromptCacheChatModel\/cachedModel\.ts$/,
+		why:
+			'Prompt Cache Chat Model passes the connected model\'s own error on unchanged (after noting ' +
+			'that nothing was cached): the AI Agent and LLM Chain, and their retry and error handling, ' +
+			'know that error; wrapping it would hide what the model provider said.',
 	},
 	'@n8n/community-nodes/valid-peer-dependencies': {
 		where: /^package\.json$/,
