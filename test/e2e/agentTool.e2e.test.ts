@@ -16,7 +16,7 @@ import http from 'http';
 import type { AddressInfo } from 'net';
 
 import { readBody, stripeLikeServer, type StripeLikeServer } from '../support/destinations';
-import { startN8n, type N8nInstance, type WorkflowJson } from './support/n8n';
+import { agentTypeVersion, startN8n, type N8nInstance, type WorkflowJson } from './support/n8n';
 import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
 
 const PKG = 'n8n-nodes-idempotency';
@@ -114,7 +114,7 @@ function workflow(ledgerRef: { id: string; name: string }, openAiRef: { id: stri
 		name: 'agent with Guarded Send as its tool',
 		nodes: [
 			node('Webhook', 'n8n-nodes-base.webhook', 2, { httpMethod: 'POST', path: PATH, responseMode: 'lastNode', options: {} }, { webhookId: randomUUID() }),
-			node('AI Agent', '@n8n/n8n-nodes-langchain.agent', 3.1, { promptType: 'define', text: '={{ $json.body.message }}', options: {} }),
+			node('AI Agent', '@n8n/n8n-nodes-langchain.agent', agentTypeVersion(), { promptType: 'define', text: '={{ $json.body.message }}', options: {} }),
 			node('OpenAI Chat Model', '@n8n/n8n-nodes-langchain.lmChatOpenAi', 1.2, { model: { __rl: true, mode: 'id', value: 'gpt-4o-mini' }, options: {} }, { credentials: { openAiApi: openAiRef } }),
 			node(
 				'Email Lead',

@@ -18,7 +18,7 @@
  */
 import { createHash, randomUUID } from 'crypto';
 
-import { startN8n, type N8nExecution, type N8nInstance, type WorkflowJson } from './support/n8n';
+import { agentTypeVersion, startN8n, type N8nExecution, type N8nInstance, type WorkflowJson } from './support/n8n';
 import { ledgerCredentialData, LedgerTables, openAiStandIn, uniqueLedgerTable, type ChatCall, type ChatAnswer, type OpenAiStandIn } from './support/standIns';
 
 const PKG = 'n8n-nodes-idempotency';
@@ -46,7 +46,7 @@ interface Creds {
 function flow(kind: 'agent' | 'chain', path: string, creds: Creds, cacheOptions: Record<string, unknown>, opts: { noModel?: boolean; ledgerCredential?: string } = {}): WorkflowJson {
 	const root =
 		kind === 'agent'
-			? node('AI Agent', `${LC}.agent`, 3.1, 220, 0, { promptType: 'define', text: '={{ $json.body.question }}', options: {} })
+			? node('AI Agent', `${LC}.agent`, agentTypeVersion(), 220, 0, { promptType: 'define', text: '={{ $json.body.question }}', options: {} })
 			: node('Basic LLM Chain', `${LC}.chainLlm`, 1.7, 220, 0, { promptType: 'define', text: '={{ $json.body.question }}' });
 	const nodes = [
 		node('Webhook', 'n8n-nodes-base.webhook', 2, 0, 0, { httpMethod: 'POST', path, responseMode: 'lastNode', options: {} }, { webhookId: randomUUID() }),

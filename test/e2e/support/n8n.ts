@@ -44,6 +44,9 @@ let runtimePromise: Promise<N8nRuntime> | undefined;
 /** n8n's major version: 1 or 2. */
 export const majorOf = (runtime: N8nRuntime) => Number(runtime.version.split('.')[0]);
 
+/** The AI Agent node's newest typeVersion on the n8n of this run (N8N_VERSION): 3.1 on 2.x; 1.123.81 has 3 at most. */
+export const agentTypeVersion = (): number => (Number((process.env.N8N_VERSION ?? '2').split('.')[0]) >= 2 ? 3.1 : 3);
+
 /** Installs Node 24 and n8n on first use (minutes, cold), else returns the cached paths (~0.1 s). */
 export function ensureRuntime(): Promise<N8nRuntime> {
 	runtimePromise ??= new Promise<N8nRuntime>((resolve, reject) => {
