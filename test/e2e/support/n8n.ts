@@ -79,7 +79,7 @@ export function ensureRuntime(): Promise<N8nRuntime> {
 }
 
 /** process.env with Node 24 first on PATH and nothing of jest's or of another n8n in it. */
-function childEnv(runtime: N8nRuntime, extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+export function childEnv(runtime: N8nRuntime, extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
 	const env: NodeJS.ProcessEnv = {};
 	for (const [k, v] of Object.entries(process.env)) {
 		// NODE_ENV=test (set by jest) switches n8n into its own test behaviour.
