@@ -485,7 +485,7 @@ async function main() {
 		saveState(state);
 		added.push(workflow.name);
 	}
-	if (added.length) say(`imported ${added.length} workflows from examples/ (${added.join(', ')})`);
+	if (added.length) say(`imported ${added.length} workflows from examples/, hello-dedupe among them`);
 
 	const url = `http://localhost:${port}`;
 	process.stdout.write(

@@ -4,7 +4,8 @@
  * embedded PostgreSQL is used, and with the editor's port (N8N_DEV_PORT) already taken. The first
  * start prints the owner account, and the package's node types, the ledger credential and the
  * imported quick-start workflow work: hello-dedupe gives New, then Duplicate. A second start
- * reuses all of it. Ctrl-C (SIGINT to the process group, as a terminal sends it) leaves no process
+ * reuses all of it (and installs the package again, dist/ being newer); `npm start -- --fresh` makes
+ * a new owner, credential and workflows. Ctrl-C (SIGINT to the process group, as a terminal sends it) leaves no process
  * of it behind: npm, the script, n8n, its task runner, the embedded PostgreSQL.
  *
  * It always starts the newest n8n of the matrix, so it runs in that version's suite only.
@@ -185,7 +186,7 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 		fs.rmSync(home, { recursive: true, force: true });
 	});
 
-	test('first start: owner, node types, credential, hello-dedupe New then Duplicate; a second start reuses them; Ctrl-C leaves nothing running', async () => {
+	test('first start: owner, node types, credential, hello-dedupe New then Duplicate; a second start reuses them, --fresh starts over; Ctrl-C leaves nothing running', async () => {
 		// The editor's usual port is taken.
 		const takenPort = await freePort();
 		busy = net.createServer().listen(takenPort, '127.0.0.1');
@@ -261,11 +262,16 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 		expect(namingAnyOf([home, dataDir])).toEqual([]);
 		busy.close();
 
-		// Second start: the same owner, credential and workflows; nothing imported again.
+		// Second start: the same owner, credential and workflows; nothing imported again. dist/ is
+		// newer than the installed copy (as after `npm run build`), so the package is installed again.
+		const built = path.join(repoRoot, 'dist', 'nodes', 'DedupeGate', 'DedupeGate.node.js');
+		const now = new Date();
+		fs.utimesSync(built, now, now);
 		const second = new NpmStart(env());
 		running.push(second);
 		const [, url2] = await second.waitFor(/ready at (http:\/\/localhost:\d+)/, 180_000);
 		expect(second.out).toContain(`reusing ${home}`);
+		expect(second.out).toContain('reinstalling the package (dist/ changed)');
 		expect(second.out).not.toMatch(/imported|credential ".*" created|creating an embedded/);
 		const base2 = url2.replace('localhost', '127.0.0.1');
 		const login2 = await request('POST', `${base2}/rest/login`, { emailOrLdapLoginId: email, password });
@@ -277,6 +283,24 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 		expect(await second.interrupt()).toBe('SIGINT');
 		expect(second.out).toContain('stopping the embedded PostgreSQL');
 		expect(tree2.filter(stillThere).map((p) => p.cmd)).toEqual([]);
+		expect(namingAnyOf([home, dataDir])).toEqual([]);
+
+		// `npm start -- --fresh`: a new owner, credential and workflows on a new embedded cluster.
+		const third = new NpmStart(env(), ['--fresh']);
+		running.push(third);
+		const [, url3] = await third.waitFor(/ready at (http:\/\/localhost:\d+)/, 180_000);
+		expect(third.out).toContain('--fresh: removed');
+		expect(third.out).toContain('creating an embedded PostgreSQL');
+		const password3 = (await third.waitFor(/password\s+(\S+)/, 1000))[1];
+		expect(password3).not.toBe(password);
+		const login3 = await request('POST', `${url3.replace('localhost', '127.0.0.1')}/rest/login`, { emailOrLdapLoginId: email, password: password3 });
+		expect(login3.status).toBe(200);
+		const cookie3 = login3.cookies.find((c) => c.startsWith('n8n-auth='))!;
+		const workflows3 = (await request('GET', `${url3.replace('localhost', '127.0.0.1')}/rest/workflows`, undefined, cookie3)).body.data as Array<{ id: string }>;
+		expect(workflows3).toHaveLength(examples.length);
+		const tree3 = descendants(third.child.pid!);
+		expect(await third.interrupt()).toBe('SIGINT');
+		expect(tree3.filter(stillThere).map((p) => p.cmd)).toEqual([]);
 		expect(namingAnyOf([home, dataDir])).toEqual([]);
 	}, 300_000);
 });
