@@ -508,6 +508,13 @@ async function main() {
 	}
 }
 
+// Last resort, when this process ends without stopAll() having finished (a crash): n8n and the
+// embedded PostgreSQL run in process groups of their own, so nothing else would stop them.
+process.on('exit', () => {
+	if (alive(n8n)) killGroup(n8n, 'SIGKILL');
+	if (alive(postgres)) postgres.kill('SIGQUIT'); // immediate shutdown; the next start recovers
+});
+
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 	process.on(signal, () => {
 		void stopAll().then(() => process.exit(0));
