@@ -118,9 +118,20 @@ class NpmStart {
 		return code;
 	}
 
-	/** Every process of it, n8n and the embedded PostgreSQL too (they run in process groups of their own). */
+	/** Every process below npm now (n8n and the embedded PostgreSQL run in process groups of their own); kept for kill(). */
+	processes(): Proc[] {
+		const now = descendants(this.child.pid!);
+		this.seen.push(...now);
+		return now;
+	}
+
+	private readonly seen: Proc[] = [];
+
+	/** Kills every process of it, those seen by processes() too, which outlive npm when it was not stopped well. */
 	kill() {
-		for (const p of [{ pid: this.child.pid! }, ...descendants(this.child.pid!)]) {
+		const npmAlive = this.child.exitCode === null && this.child.signalCode === null;
+		const targets = npmAlive ? [{ pid: this.child.pid! }, ...descendants(this.child.pid!)] : [];
+		for (const p of [...targets, ...this.seen.filter(stillThere)]) {
 			for (const target of [-p.pid, p.pid]) {
 				try {
 					process.kill(target, 'SIGKILL');
@@ -173,7 +184,10 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 
 	afterAll(async () => {
 		// A failed test leaves its npm start running: Ctrl-C it, then kill what is left.
-		for (const r of running) if (r.child.exitCode === null && r.child.signalCode === null) await r.interrupt(30_000);
+		for (const r of running) {
+			if (r.child.exitCode === null && r.child.signalCode === null) await r.interrupt(30_000);
+			r.kill();
+		}
 		busy?.close();
 		const state = (() => {
 			try {
@@ -252,14 +266,14 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 		}
 		expect(outcomes).toEqual(['New', 'Duplicate']);
 
-		const tree = descendants(first.child.pid!);
+		const tree = first.processes();
 		expect(tree.some((p) => /\/bin\/n8n start$/.test(p.cmd))).toBe(true);
 		expect(tree.some((p) => /native\/bin\/postgres -D/.test(p.cmd))).toBe(true);
 		const dataDir = JSON.parse(fs.readFileSync(path.join(home, 'state.json'), 'utf8')).db.dataDir as string;
 		expect(await first.interrupt()).toBe('SIGINT');
-		expect(first.out).toContain('stopping the embedded PostgreSQL');
 		expect(tree.filter(stillThere).map((p) => p.cmd)).toEqual([]);
 		expect(namingAnyOf([home, dataDir])).toEqual([]);
+		expect(first.out).toContain('stopping the embedded PostgreSQL');
 		busy.close();
 
 		// Second start: the same owner, credential and workflows; nothing imported again. dist/ is
@@ -279,7 +293,7 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 		const cookie2 = login2.cookies.find((c) => c.startsWith('n8n-auth='))!;
 		const workflows2 = (await request('GET', `${base2}/rest/workflows`, undefined, cookie2)).body.data as Array<{ id: string }>;
 		expect(workflows2.map((w) => w.id).sort()).toEqual(workflows.map((w) => w.id).sort());
-		const tree2 = descendants(second.child.pid!);
+		const tree2 = second.processes();
 		expect(await second.interrupt()).toBe('SIGINT');
 		expect(second.out).toContain('stopping the embedded PostgreSQL');
 		expect(tree2.filter(stillThere).map((p) => p.cmd)).toEqual([]);
@@ -298,7 +312,7 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 		const cookie3 = login3.cookies.find((c) => c.startsWith('n8n-auth='))!;
 		const workflows3 = (await request('GET', `${url3.replace('localhost', '127.0.0.1')}/rest/workflows`, undefined, cookie3)).body.data as Array<{ id: string }>;
 		expect(workflows3).toHaveLength(examples.length);
-		const tree3 = descendants(third.child.pid!);
+		const tree3 = third.processes();
 		expect(await third.interrupt()).toBe('SIGINT');
 		expect(tree3.filter(stillThere).map((p) => p.cmd)).toEqual([]);
 		expect(namingAnyOf([home, dataDir])).toEqual([]);
