@@ -116,6 +116,7 @@ test("Settings → Community Nodes: n8n's own npm install of the tarball succeed
 		'idempotencyLedger',
 		'markStepDone',
 		'promptCache',
+		'promptCacheChatModel',
 		'startStep',
 		'idempotencyPostgresApi',
 		'idempotencyRedisApi',

@@ -184,7 +184,9 @@ describe('e2e: docs/docker.md install (docker/Dockerfile steps) in a real n8n, /
 		// The build context: `npm pack --pack-destination docker/`, as docs/docker.md says (here a temp folder).
 		const context = path.join(scratch, 'context');
 		fs.mkdirSync(context);
-		const pack = spawnSync('npm', ['pack', '--pack-destination', context], { cwd: repoRoot, encoding: 'utf8' });
+		// --ignore-scripts: `npm run test:e2e` built dist/ already, and the prepack build (which
+		// empties dist/ first) would pull it from under a test packing beside this one.
+		const pack = spawnSync('npm', ['pack', '--ignore-scripts', '--pack-destination', context], { cwd: repoRoot, encoding: 'utf8' });
 		expect(pack.status).toBe(0);
 
 		for (const step of dockerfileSteps(fs.readFileSync(DOCKERFILE, 'utf8'))) {
@@ -227,8 +229,8 @@ describe('e2e: docs/docker.md install (docker/Dockerfile steps) in a real n8n, /
 		await n8n.setupOwner();
 		await n8n.createApiKey();
 		const types = (await n8n.nodeTypes()).filter((t) => t.startsWith(`${PACKAGE_NAME}.`)).sort();
-		// The six nodes (n8n adds guardedSendTool, Guarded Send as an AI Agent's tool).
-		expect(types).toEqual(expect.arrayContaining(['dedupeGate', 'guardedSend', 'idempotencyLedger', 'markStepDone', 'promptCache', 'startStep'].map((n) => `${PACKAGE_NAME}.${n}`)));
+		// The seven nodes (n8n adds guardedSendTool, Guarded Send as an AI Agent's tool).
+		expect(types).toEqual(expect.arrayContaining(['dedupeGate', 'guardedSend', 'idempotencyLedger', 'markStepDone', 'promptCache', 'promptCacheChatModel', 'startStep'].map((n) => `${PACKAGE_NAME}.${n}`)));
 
 		await n8n.createCredential({ name: 'Idempotency Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) });
 		const { id } = await n8n.createWorkflow(loadExample('hello-dedupe.json'));

@@ -221,7 +221,7 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 		const cookie = login.cookies.find((c) => c.startsWith('n8n-auth='))!;
 		const types = await request('GET', `${base}/types/nodes.json`, undefined, cookie);
 		const names = new Set((types.body as Array<{ name: string }>).map((t) => t.name));
-		for (const node of ['dedupeGate', 'markStepDone', 'guardedSend', 'startStep', 'promptCache', 'idempotencyLedger']) {
+		for (const node of ['dedupeGate', 'markStepDone', 'guardedSend', 'startStep', 'promptCache', 'promptCacheChatModel', 'idempotencyLedger']) {
 			expect(names).toContain(`n8n-nodes-idempotency.${node}`);
 		}
 		const credentials = (await request('GET', `${base}/rest/credentials`, undefined, cookie)).body.data as Array<{ id: string; name: string; type: string }>;
