@@ -13,7 +13,7 @@ import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8
 import { durationOptions, scopeProperties, sharedNamespaceOption } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executePromptCache } from './execute';
-import { ANSWER_WITHIN, KEEP_ANSWERS, WAIT_UP_TO } from './options';
+import { ANSWER_WITHIN, KEEP_ANSWERS, PRICE_OPTIONS, WAIT_UP_TO } from './options';
 
 /**
  * Lookup has Hit and Miss; Store and Get Stats have one output. This function's source is
@@ -365,22 +365,7 @@ export class PromptCache implements INodeType {
 						placeholder: 'e.g. logit_bias, parallel_tool_calls',
 						description: 'Comma-separated request parameters to leave out of the cache key. User ID, stream, timeouts and metadata are always left out.',
 					},
-					{
-						displayName: 'Price per 1,000 Input Tokens',
-						name: 'priceInputPer1k',
-						type: 'number',
-						typeOptions: { minValue: 0, numberPrecision: 6 },
-						default: 0,
-						description: 'What your provider charges for 1,000 prompt tokens, in your currency. With it, each Hit counts the money it saved (Get Stats).',
-					},
-					{
-						displayName: 'Price per 1,000 Output Tokens',
-						name: 'priceOutputPer1k',
-						type: 'number',
-						typeOptions: { minValue: 0, numberPrecision: 6 },
-						default: 0,
-						description: 'What your provider charges for 1,000 answer tokens, in your currency',
-					},
+					...PRICE_OPTIONS,
 					{
 						displayName: 'Shadow Mode (Measure Only)',
 						name: 'shadowMode',

@@ -1,3 +1,5 @@
+import type { INodeProperties } from 'n8n-workflow';
+
 import type { DurationSpec } from '../../lib/n8n/scope';
 
 /** Prompt Cache's durations, under Options: one spec each for the panel and the reader. */
@@ -29,3 +31,23 @@ export const KEEP_ANSWERS: DurationSpec = {
 	description: 'How long a stored answer is served. After that the prompt goes to Miss again.',
 	what: 'time to keep answers ("Keep Answers For")',
 };
+
+/** The prices a hit's savings are counted in (Get Stats), the same in Prompt Cache and Prompt Cache Chat Model. */
+export const PRICE_OPTIONS: INodeProperties[] = [
+	{
+		displayName: 'Price per 1,000 Input Tokens',
+		name: 'priceInputPer1k',
+		type: 'number',
+		typeOptions: { minValue: 0, numberPrecision: 6 },
+		default: 0,
+		description: 'What your provider charges for 1,000 prompt tokens, in your currency. With it, each hit counts the money it saved (Get Stats).',
+	},
+	{
+		displayName: 'Price per 1,000 Output Tokens',
+		name: 'priceOutputPer1k',
+		type: 'number',
+		typeOptions: { minValue: 0, numberPrecision: 6 },
+		default: 0,
+		description: 'What your provider charges for 1,000 answer tokens, in your currency',
+	},
+];

@@ -13,7 +13,7 @@ import { toNodeError } from '../../lib/n8n/errors';
 import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
 import { durationOptions, sharedNamespaceOption } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
-import { ANSWER_WITHIN, KEEP_ANSWERS, WAIT_UP_TO } from '../PromptCache/options';
+import { ANSWER_WITHIN, KEEP_ANSWERS, PRICE_OPTIONS, WAIT_UP_TO } from '../PromptCache/options';
 import { installChatCache, type ChatCacheSettings } from './cachedModel';
 import { hostFor, readSettings } from './supply';
 
@@ -100,22 +100,7 @@ export class PromptCacheChatModel implements INodeType {
 						default: 256,
 						description: 'Largest answer stored, measured as JSON. A larger answer reaches the agent but is not stored.',
 					},
-					{
-						displayName: 'Price per 1,000 Input Tokens',
-						name: 'priceInputPer1k',
-						type: 'number',
-						typeOptions: { minValue: 0, numberPrecision: 6 },
-						default: 0,
-						description: 'What your provider charges for 1,000 prompt tokens, in your currency. With it, each hit counts the money it saved.',
-					},
-					{
-						displayName: 'Price per 1,000 Output Tokens',
-						name: 'priceOutputPer1k',
-						type: 'number',
-						typeOptions: { minValue: 0, numberPrecision: 6 },
-						default: 0,
-						description: 'What your provider charges for 1,000 answer tokens, in your currency',
-					},
+					...PRICE_OPTIONS,
 					{
 						displayName: 'Shadow Mode (Measure Only)',
 						name: 'shadowMode',
