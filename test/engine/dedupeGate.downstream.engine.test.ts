@@ -12,16 +12,16 @@
  *   up again (or, for a step on Needs Review, keeps it there until a person releases it);
  * - a failed execution lets its keys through again at once.
  */
-import type { ICredentialDataDecryptedObject, IConnections, INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
+import type { IConnections, INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers, closeAllRedisLedgers, type Ledger } from '../../lib/ledger';
+import { closeAllPostgresLedgers, closeAllRedisLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { stripeLikeServer, type Behaviour, type StripeLikeServer } from '../support/destinations';
 import { node, runWorkflow, type EngineRunResult } from '../support/engine';
-import { describeIfRedis, freshRedisLedger, redisUrl, uniquePrefix, SUITE_REDIS_ACCEPTS_LOSS } from '../support/redis';
+import { postgresBackend, redisBackend, type EngineBackend } from '../support/engineBackends';
+import { describeIfRedis } from '../support/redis';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
 const SEND = 'n8n-nodes-idempotency.guardedSend';
@@ -38,34 +38,8 @@ const SEND_IN_PROGRESS = 3;
 
 const facts = (item: INodeExecutionData) => item.json.idempotency as Record<string, unknown>;
 
-interface Backend {
-	name: string;
-	/** The value of our nodes' "Ledger" parameter. */
-	parameter: 'postgres' | 'redis';
-	open(): Promise<{ ledger: Ledger; credentials: Record<string, ICredentialDataDecryptedObject>; dispose(): Promise<void> }>;
-}
-
-const postgres: Backend = {
-	name: 'PostgreSQL',
-	parameter: 'postgres',
-	async open() {
-		const fx = await freshPostgresLedger();
-		return { ledger: fx.ledger, credentials: { idempotencyPostgresApi: settingsFromUrl(fx.table) }, dispose: () => fx.dispose() };
-	},
-};
-
-const redis: Backend = {
-	name: 'Redis',
-	parameter: 'redis',
-	async open() {
-		const fx = await freshRedisLedger(uniquePrefix('downstream'));
-		const u = new URL(redisUrl());
-		const credentials = {
-			idempotencyRedisApi: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: Number(u.pathname.slice(1) || 0), prefix: fx.prefix , ...SUITE_REDIS_ACCEPTS_LOSS },
-		};
-		return { ledger: fx.ledger, credentials, dispose: () => fx.dispose() };
-	},
-};
+const postgres = postgresBackend;
+const redis = redisBackend('downstream');
 
 /** What follows the gate's New output. */
 interface Shape {
@@ -79,8 +53,8 @@ interface Shape {
 	mark?: INodeParameters;
 }
 
-function suite(backend: Backend) {
-	let fx: Awaited<ReturnType<Backend['open']>>;
+function suite(backend: EngineBackend) {
+	let fx: Awaited<ReturnType<EngineBackend['open']>>;
 	let api: StripeLikeServer;
 	/** How the destination answers the next requests (then normally). */
 	let answers: Behaviour[] = [];

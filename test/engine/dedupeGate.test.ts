@@ -7,7 +7,7 @@ import { closeAllPostgresLedgers, closeAllRedisLedgers } from '../../lib/ledger'
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { countingParameterReads, runWorkflow, settleShortcutChecks, type EngineRunResult } from '../support/engine';
-import { deletePrefix, describeIfRedis, newRedisClient, redisUrl, uniquePrefix, SUITE_REDIS_ACCEPTS_LOSS } from '../support/redis';
+import { deletePrefix, describeIfRedis, newRedisClient, suiteRedisCredential, uniquePrefix } from '../support/redis';
 
 const GATE_TYPE = 'n8n-nodes-idempotency.dedupeGate';
 const table = uniqueTable('gate');
@@ -292,9 +292,8 @@ describe('Dedupe Gate in the real engine', () => {
 
 describeIfRedis('Dedupe Gate on the Redis ledger (engine)')('Dedupe Gate on the Redis ledger', () => {
 	const prefix = uniquePrefix('gate');
-	const u = new URL(redisUrl());
 	const redisCredentials = {
-		idempotencyRedisApi: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: Number(u.pathname.slice(1) || 0), prefix , ...SUITE_REDIS_ACCEPTS_LOSS },
+		idempotencyRedisApi: suiteRedisCredential(prefix),
 	};
 	afterAll(async () => {
 		await closeAllRedisLedgers();

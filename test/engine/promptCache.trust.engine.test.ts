@@ -20,7 +20,7 @@ import { FAKE_LLM_TYPE, FakeLlmNode, localCalls } from '../integration/fixtures/
 import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { runWorkflow, type EngineRunResult } from '../support/engine';
 import { promptCacheFlow, PROMPT_CACHE_TYPE as TYPE, type FlowOptions } from './promptCacheFlow';
-import { deletePrefix, describeIfRedis, freshRedisLedger, newRedisClient, redisUrl, uniquePrefix, SUITE_REDIS_ACCEPTS_LOSS } from '../support/redis';
+import { deletePrefix, describeIfRedis, freshRedisLedger, newRedisClient, suiteRedisCredential, uniquePrefix } from '../support/redis';
 
 const nodeTypes = { [TYPE]: new PromptCache(), [FAKE_LLM_TYPE]: new FakeLlmNode() };
 
@@ -209,7 +209,6 @@ describe('Prompt Cache trust features on PostgreSQL (engine)', () => {
 
 describeIfRedis('Prompt Cache trust features on Redis (engine)')('Prompt Cache trust features on Redis (engine)', () => {
 	const prefix = uniquePrefix('pctrust');
-	const u = new URL(redisUrl());
 	let fx: Awaited<ReturnType<typeof freshRedisLedger>> | undefined;
 	beforeAll(async () => {
 		fx = await freshRedisLedger(prefix);
@@ -224,7 +223,7 @@ describeIfRedis('Prompt Cache trust features on Redis (engine)')('Prompt Cache t
 	featureSuite(() => ({
 		name: 'redis',
 		credentials: {
-			idempotencyRedisApi: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: Number(u.pathname.slice(1) || 0), prefix , ...SUITE_REDIS_ACCEPTS_LOSS },
+			idempotencyRedisApi: suiteRedisCredential(prefix),
 		},
 		inspect: () => fx!.ledger,
 	}));

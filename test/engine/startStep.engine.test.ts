@@ -14,7 +14,6 @@
 import {
 	NodeConnectionTypes,
 	NodeOperationError,
-	type ICredentialDataDecryptedObject,
 	type IConnections,
 	type IExecuteFunctions,
 	type INode,
@@ -24,14 +23,14 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers, closeAllRedisLedgers, type Ledger } from '../../lib/ledger';
+import { closeAllPostgresLedgers, closeAllRedisLedgers } from '../../lib/ledger';
 import { LEASE_KEEPING } from '../../lib/n8n/leaseKeeper';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
 import { StartStep } from '../../nodes/StartStep/StartStep.node';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
 import { node, runWorkflow, type EngineRunResult } from '../support/engine';
-import { describeIfRedis, freshRedisLedger, redisUrl, uniquePrefix, SUITE_REDIS_ACCEPTS_LOSS } from '../support/redis';
+import { postgresBackend, redisBackend, type EngineBackend } from '../support/engineBackends';
+import { describeIfRedis } from '../support/redis';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
 const START = 'n8n-nodes-idempotency.startStep';
@@ -99,33 +98,8 @@ const nodeTypes = { [GATE]: new DedupeGate(), [START]: new StartStep(), [MARK]: 
 const facts = (item: INodeExecutionData) => item.json.idempotency as Record<string, unknown>;
 const outputOf = (run: EngineRunResult, name: string) => run.outputs(name).findIndex((items) => (items ?? []).length > 0);
 
-interface Backend {
-	name: string;
-	parameter: 'postgres' | 'redis';
-	open(): Promise<{ ledger: Ledger; credentials: Record<string, ICredentialDataDecryptedObject>; dispose(): Promise<void> }>;
-}
-
-const postgres: Backend = {
-	name: 'PostgreSQL',
-	parameter: 'postgres',
-	async open() {
-		const fx = await freshPostgresLedger();
-		return { ledger: fx.ledger, credentials: { idempotencyPostgresApi: settingsFromUrl(fx.table) }, dispose: () => fx.dispose() };
-	},
-};
-
-const redis: Backend = {
-	name: 'Redis',
-	parameter: 'redis',
-	async open() {
-		const fx = await freshRedisLedger(uniquePrefix('region'));
-		const u = new URL(redisUrl());
-		const credentials = {
-			idempotencyRedisApi: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: Number(u.pathname.slice(1) || 0), prefix: fx.prefix, ...SUITE_REDIS_ACCEPTS_LOSS },
-		};
-		return { ledger: fx.ledger, credentials, dispose: () => fx.dispose() };
-	},
-};
+const postgres = postgresBackend;
+const redis = redisBackend('region');
 
 interface Shape {
 	/** Start Step's parameters beyond the ledger and the step. */
@@ -149,8 +123,8 @@ beforeAll(() => {
 });
 afterAll(() => Object.assign(LEASE_KEEPING, saved));
 
-function suite(backend: Backend) {
-	let fx: Awaited<ReturnType<Backend['open']>>;
+function suite(backend: EngineBackend) {
+	let fx: Awaited<ReturnType<EngineBackend['open']>>;
 	let n = 0;
 	beforeAll(async () => {
 		fx = await backend.open();

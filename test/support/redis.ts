@@ -71,6 +71,19 @@ export function describeIfRedis(what: string, probe = redisReachable): jest.Desc
  */
 export const SUITE_REDIS_ACCEPTS_LOSS = { acceptKeyLoss: true } as const;
 
+/** The node credential `idempotencyRedisApi` for the suite's Redis (REDIS_URL) under a key prefix, accepting key loss. */
+export function suiteRedisCredential(prefix: string) {
+	const u = new URL(redisUrl());
+	return {
+		host: u.hostname,
+		port: Number(u.port || 6379),
+		password: decodeURIComponent(u.password),
+		database: Number(u.pathname.slice(1) || 0),
+		prefix,
+		...SUITE_REDIS_ACCEPTS_LOSS,
+	};
+}
+
 export const uniquePrefix = (p = 't') => `${p}-${randomBytes(5).toString('hex')}`;
 
 export function newRedisClient(): Redis {
