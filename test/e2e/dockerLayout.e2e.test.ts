@@ -75,9 +75,15 @@ function n8nInstallerFlags(runtime: N8nRuntime): string[] {
 	walk(dist);
 	if (found.length !== 1) throw new Error(`expected one community-packages.service.js under ${dist}, found ${found.length}`);
 	const source = fs.readFileSync(found[0], 'utf8');
-	const m = /executeNpmCommand\)?\(\[\s*'install',([^\]]*)\]/.exec(source);
-	if (!m) throw new Error(`no npm install call in ${found[0]}`);
-	return [...m[1].matchAll(/'([^']+)'/g)].map((f) => f[1]);
+	const quoted = (list: string) => [...list.matchAll(/'([^']+)'/g)].map((f) => f[1]);
+	// n8n 2.x writes the flags inline: executeNpmCommand(['install', '--audit=false', ...]).
+	const inline = /executeNpmCommand\)?\(\[\s*'install',([^\]]*)\]/.exec(source);
+	if (inline) return quoted(inline[1]);
+	// n8n 1.x keeps them in two constants: execFile('npm', ['install', ...NPM_COMMON_ARGS, ...NPM_INSTALL_ARGS, --registry]).
+	const common = /const NPM_COMMON_ARGS = \[([^\]]*)\]/.exec(source);
+	const install = /const NPM_INSTALL_ARGS = \[([^\]]*)\]/.exec(source);
+	if (common && install && /\[\s*'install',\s*\.\.\.this\.getNpmInstallArgs\(\)\]/.test(source)) return [...quoted(common[1]), ...quoted(install[1])];
+	throw new Error(`no npm install call in ${found[0]}`);
 }
 
 /** Whether this process can run commands as OTHER_USER (root, with mount namespaces). */
