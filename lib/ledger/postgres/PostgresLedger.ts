@@ -27,6 +27,8 @@ import { COUNTS_KEPT_DAYS, STATUSES } from '../types';
 import { assertCountDays, assertIdentifier, assertNamespace, countsByNamespace } from '../validate';
 import { isRetryableConflict, timeoutsOf, toUnavailable, type Timeouts } from './errors';
 import { KEEP_UNTIL_RESOLVED, migrations, tableNames, type TableNames } from './schema';
+import type { ExportBatch, ImportCounts, LedgerExport, LedgerImport } from '../transfer';
+import { exportPostgres, importPostgres, postgresImportSql, type PostgresImportSql } from './transfer';
 
 export interface PostgresLedgerOptions {
 	pool: Pool;
@@ -293,7 +295,7 @@ interface ClaimAnswer extends QueryResultRow {
 }
 
 
-export class PostgresLedger implements Ledger {
+export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 	private readonly pool: Pool;
 	/** The pool's time limits, named in timeout errors. */
 	private readonly timeouts: Timeouts;
@@ -304,6 +306,7 @@ export class PostgresLedger implements Ledger {
 	private trips = 0;
 	private readonly autoPurge: PostgresLedgerOptions['autoPurge'];
 	private lastPurge = Date.now();
+	private importSql: PostgresImportSql | null = null;
 	private readonly sql: {
 		claim: string;
 		recordFenced: string;
@@ -1137,6 +1140,19 @@ ON CONFLICT (namespace, day) DO UPDATE SET
 		if (rows[0]) return toCheckpoint(rows[0]);
 		const current = await this.getCheckpoint(namespace, name);
 		throw new CheckpointRegressionError(current?.value ?? '', value);
+	}
+
+	/** One page of this ledger in the neutral format (see ../transfer.ts). */
+	async exportBatch(cursor: string | null, limit: number): Promise<ExportBatch> {
+		await this.ensureSchema();
+		return await exportPostgres((text, values) => this.query(text, values), this.t, cursor, Math.max(1, Math.floor(limit)));
+	}
+
+	/** Merges a page of another ledger's export into this one (see ../transfer.ts): one statement per kind. */
+	async importBatch(batch: Omit<ExportBatch, 'next'>): Promise<ImportCounts> {
+		await this.ensureSchema();
+		this.importSql ??= postgresImportSql(this.t, isNewer);
+		return await importPostgres((text, values) => this.query(text, values), this.importSql, batch);
 	}
 
 	async close(): Promise<void> {

@@ -27,6 +27,29 @@ import { assertCountDays, assertNamespace, countsByNamespace } from '../validate
 import { toUnavailable } from './errors';
 import { LAYOUT_VERSION, assertPrefix, member, namespaceKeys, registryKey, versionKey } from './keys';
 import { SCRIPTS, type ScriptName, type StoredRow } from './scripts';
+import {
+	assertTransferBatch,
+	decodeTransferCursor,
+	emptyCounts,
+	encodeTransferCursor,
+	type ExportBatch,
+	type ImportCounts,
+	type LedgerExport,
+	type LedgerImport,
+} from '../transfer';
+import {
+	auditToStream,
+	dayExpiry,
+	isRedisExportCursor,
+	parseScannedKey,
+	scanPattern,
+	storedToTransfer,
+	streamIdAfter,
+	streamToAudit,
+	transferToImport,
+	type RedisExportCursor,
+} from './transfer';
+import { COUNTS_KEPT_DAYS } from '../types';
 
 export interface RedisLedgerOptions {
 	client: Redis | Cluster;
@@ -103,7 +126,7 @@ function toRecords(namespace: string, flat: unknown[]): LedgerRecord[] {
  * sorted set on its own slot) in byte order and pages through each namespace in turn, so the
  * pages come namespace by namespace, each ordered by updated_at.
  */
-export class RedisLedger implements Ledger {
+export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 	readonly prefix: string;
 	private readonly client: Redis;
 	private readonly isCluster: boolean;
@@ -599,6 +622,165 @@ export class RedisLedger implements Ledger {
 			out.push({ day: String(flat[j]), counts });
 		}
 		return out;
+	}
+
+	/**
+	 * One page of this ledger in the neutral format (see ../transfer.ts): first the rows, namespace
+	 * by namespace (the registry in byte order, each namespace's updated_at index in order), then
+	 * checkpoints, day counters and audit entries, found by SCAN on each master in turn (on Redis
+	 * Cluster every key is read on the node that holds it). Reads only.
+	 */
+	async exportBatch(cursorText: string | null, limit: number): Promise<ExportBatch> {
+		await this.ensureSchema();
+		const want = Math.max(1, Math.floor(limit));
+		const cursor: RedisExportCursor = cursorText === null ? { p: 'rows', ns: null, s: '', m: '' } : decodeTransferCursor(cursorText, isRedisExportCursor);
+		const batch: ExportBatch = { rows: [], checkpoints: [], days: [], audit: [], next: null };
+		if (cursor.p === 'rows') {
+			let namespace = cursor.ns;
+			let after = [cursor.s, cursor.m];
+			if (namespace === null) {
+				const [first] = await this.send(() => this.client.zrangebylex(this.registry, '-', '+', 'LIMIT', 0, 1));
+				namespace = first ?? null;
+				after = ['', ''];
+			}
+			if (namespace !== null) {
+				const k = namespaceKeys(this.prefix, namespace);
+				const [reply] = await this.run([{ name: 'idemLedgerExport', namespace, keys: k.fixed, args: [after[0], after[1], want, want * 2] }]);
+				const [done, lastScore, lastMember, now, rows] = reply as [number, string, string, string, string[]];
+				batch.rows = rows.map((text) => storedToTransfer(namespace!, text, Number(now)));
+				if (done !== 1) {
+					batch.next = encodeTransferCursor({ p: 'rows', ns: namespace, s: String(lastScore), m: String(lastMember) });
+					return batch;
+				}
+				const [following] = await this.send(() => this.client.zrangebylex(this.registry, `(${namespace}`, '+', 'LIMIT', 0, 1));
+				if (following !== undefined) {
+					batch.next = encodeTransferCursor({ p: 'rows', ns: following, s: '', m: '' });
+					return batch;
+				}
+			}
+			batch.next = encodeTransferCursor({ p: 'scan', n: 0, c: '0', d: false, q: [], id: '0-0' });
+			return batch;
+		}
+		const nodes = this.masters();
+		const node = nodes[cursor.n];
+		if (!node) return batch;
+		/** Where to go after this page: the same node, or the next one once it is scanned and drained. */
+		const after = (c: string, d: boolean, q: string[], id: string): string | null => {
+			if (!d || q.length > 0) return encodeTransferCursor({ p: 'scan', n: cursor.n, c, d, q, id });
+			return cursor.n + 1 < nodes.length ? encodeTransferCursor({ p: 'scan', n: cursor.n + 1, c: '0', d: false, q: [], id: '0-0' }) : null;
+		};
+		if (cursor.q.length > 0) {
+			// An audit stream found by the scan, read page by page.
+			const [key, ...rest] = cursor.q;
+			const namespace = (parseScannedKey(this.prefix, key) as { namespace: string }).namespace;
+			const start = cursor.id === '0-0' ? '-' : streamIdAfter(cursor.id);
+			const entries = await this.send(() => node.xrange(key, start, '+', 'COUNT', want));
+			batch.audit = entries.map(([, flat]) => streamToAudit(namespace, flat));
+			const more = entries.length >= want;
+			batch.next = after(cursor.c, cursor.d, more ? cursor.q : rest, more ? entries[entries.length - 1][0] : '0-0');
+			return batch;
+		}
+		if (cursor.d) {
+			batch.next = after(cursor.c, true, [], '0-0');
+			return batch;
+		}
+		const [next, keys] = await this.send(() => node.scan(cursor.c, 'MATCH', scanPattern(this.prefix), 'COUNT', want));
+		const found = keys.map((key) => ({ key, what: parseScannedKey(this.prefix, key) }));
+		const reads = found.filter((f) => f.what?.kind === 'cp' || f.what?.kind === 'd');
+		if (reads.length > 0) {
+			const p = node.pipeline();
+			for (const f of reads) p.hgetall(f.key);
+			const replies = (await this.send(() => p.exec())) ?? [];
+			replies.forEach(([error, value], i) => {
+				if (error) throw toUnavailable(error, this.lastConnectionError, this.commandTimeoutMs);
+				const fields = value as Record<string, string>;
+				const what = reads[i].what!;
+				if (what.kind === 'cp' && fields.v !== undefined) {
+					batch.checkpoints.push({ namespace: what.namespace, name: what.name, value: fields.v, updatedAt: Number(fields.u), updatedBy: fields.by ?? null });
+				} else if (what.kind === 'd' && Object.keys(fields).length > 0) {
+					batch.days.push({ namespace: what.namespace, day: what.day, counts: Object.fromEntries(Object.entries(fields).map(([c, v]) => [c, Number(v)])) });
+				}
+			});
+		}
+		// SCAN may return a key twice; a stream already queued is not queued again.
+		const queue = [...new Set([...cursor.q, ...found.filter((f) => f.what?.kind === 'audit').map((f) => f.key)])];
+		batch.next = after(next, next === '0', queue, '0-0');
+		return batch;
+	}
+
+	/** The nodes to scan: the masters of a cluster in a fixed order, or the one server. */
+	private masters(): Redis[] {
+		if (!this.isCluster) return [this.client];
+		const name = (n: Redis) => `${n.options.host ?? ''}:${n.options.port ?? ''}`;
+		return (this.client as unknown as Cluster).nodes('master').sort((a, b) => compareCodePoints(name(a), name(b)));
+	}
+
+	/**
+	 * Merges a page of another ledger's export into this one (see ../transfer.ts for the rule): one
+	 * script call per namespace chunk of rows, one per checkpoint, day and audit stream, all sent in
+	 * one pipeline (on a cluster, one per namespace, side by side).
+	 */
+	async importBatch(batch: Omit<ExportBatch, 'next'>): Promise<ImportCounts> {
+		assertTransferBatch(batch);
+		await this.ensureSchema();
+		const counts = emptyCounts();
+		const byId = new Map<string, number>();
+		batch.rows.forEach((r, i) => byId.set(idKey(r.namespace, r.key, r.step), i));
+		const rows = [...byId.values()].sort((a, b) => a - b);
+		const rowChunks = this.chunks(rows, (i) => batch.rows[i].namespace);
+		const calls: Call[] = rowChunks.map(({ namespace, indexes }) => {
+			const k = namespaceKeys(this.prefix, namespace);
+			const members = indexes.map((i) => member(batch.rows[i].key, batch.rows[i].step));
+			const args: Array<string | number> = [indexes.length];
+			indexes.forEach((i, j) => args.push(members[j], transferToImport(batch.rows[i])));
+			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(batch.rows[i].key))];
+			return { name: 'idemLedgerImportRows', namespace, keys, args };
+		});
+		for (const c of batch.checkpoints) {
+			calls.push({
+				name: 'idemLedgerImportCheckpoint',
+				namespace: c.namespace,
+				keys: [namespaceKeys(this.prefix, c.namespace).checkpoint(c.name)],
+				args: [c.value, String(Math.round(c.updatedAt)), opt(c.updatedBy)],
+			});
+		}
+		for (const d of batch.days) {
+			const args: Array<string | number> = [dayExpiry(d.day, COUNTS_KEPT_DAYS)];
+			for (const [name, amount] of Object.entries(d.counts)) args.push(name, String(amount));
+			calls.push({ name: 'idemLedgerImportDay', namespace: d.namespace, keys: [`${namespaceKeys(this.prefix, d.namespace).days}${d.day}`], args });
+		}
+		const audits = new Map<string, string[]>();
+		for (const e of batch.audit) {
+			const list = audits.get(e.namespace) ?? [];
+			list.push(JSON.stringify(auditToStream(e)));
+			audits.set(e.namespace, list);
+		}
+		for (const [namespace, entries] of audits) {
+			calls.push({ name: 'idemLedgerImportAudit', namespace, keys: [namespaceKeys(this.prefix, namespace).audit], args: [AUDIT_MAX, ...entries] });
+		}
+		const replies = await this.run(calls, [...new Set(rowChunks.map((c) => c.namespace))]);
+		replies.forEach((reply, i) => {
+			const call = calls[i];
+			if (call.name === 'idemLedgerImportRows') {
+				for (const verdict of reply as number[]) {
+					if (verdict === 1) counts.rowsCopied++;
+					else if (verdict === 2) counts.rowsReplaced++;
+					else if (verdict === 3) counts.rowsAlreadyPresent++;
+					else counts.rowsSkippedOlder++;
+				}
+			} else if (call.name === 'idemLedgerImportCheckpoint') {
+				if (reply === 1) counts.checkpointsCopied++;
+				else counts.checkpointsKept++;
+			} else if (call.name === 'idemLedgerImportDay') {
+				if (reply === 1) counts.counterDaysCopied++;
+				else counts.counterDaysKept++;
+			} else {
+				const written = Number(reply);
+				counts.auditCopied += written;
+				counts.auditAlreadyPresent += call.args.length - 1 - written;
+			}
+		});
+		return counts;
 	}
 
 	async close(): Promise<void> {

@@ -4,6 +4,7 @@
  * namespace (see keys.ts) as KEYS[1..8]; optional values travel in ARGV as '' (nil) or
  * '=' .. value. Needs Redis 5 or newer.
  */
+import { TRANSFER_RANK_LUA } from '../transfer';
 import { COUNTS_KEPT_DAYS } from '../types';
 
 const COMMON = `
@@ -648,6 +649,139 @@ end
 return out
 `;
 
+/**
+ * Export of a ledger copy (see ../transfer.ts). KEYS: 8 fixed. ARGV: afterScore, afterMember ('' =
+ * from the start), want, budget. Walks the updated_at index from just after (afterScore,
+ * afterMember) like LIST, reading at most about `budget` entries; changes nothing.
+ * Returns {done, lastScore, lastMember, now, {row text, ...}} (live rows only; `now` is this
+ * script's clock, to turn the rows' absolute times into durations).
+ */
+const EXPORT = `
+local afterScore, afterMember, want, budget = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local lo = 0
+if afterScore ~= '' then lo = rankafter(IDX, afterScore, afterMember) end
+local rows, examined, done = {}, 0, false
+local lastScore, lastMember = afterScore, afterMember
+while not done and #rows < want and examined < budget do
+	local batch = redis.call('ZRANGE', IDX, lo, lo + 199, 'WITHSCORES')
+	if #batch == 0 then
+		done = true
+	else
+		lo = lo + #batch / 2
+		for j = 1, #batch, 2 do
+			examined = examined + 1
+			lastScore, lastMember = batch[j + 1], batch[j]
+			local row, raw = readrow(BASE .. 'r:' .. batch[j])
+			if row then
+				rows[#rows + 1] = raw
+				if #rows >= want then break end
+			end
+		end
+	end
+end
+return {done and 1 or 0, lastScore, lastMember, fmt(now), rows}
+`;
+
+/**
+ * Import of a ledger copy (see ../transfer.ts for the rule). KEYS: 8 fixed, n row keys, n
+ * step-set keys. ARGV: n, then per row: member, the row as JSON in the stored field names, with
+ * `lm` (lease ms left) and `em` (ms until it expires; absent: kept until resolved) instead of `le`
+ * and `e`, and `g` present (any number) when the source row had a fencing token.
+ * A row is written when the target has none live, or when its rank is higher than the target's.
+ * Times become this script's now + the durations. A written row that had a token gets one new
+ * token of this namespace (one per call). Returns per row 1 copied, 2 replaced, 3 present, 4 older.
+ */
+const IMPORT_ROWS = `
+local n = tonumber(ARGV[1])
+local out, fence = {}, nil
+for i = 1, n do
+	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
+	local m, src = ARGV[2 * i], cjson.decode(ARGV[2 * i + 1])
+	local old = readrow(rk)
+	local verdict = 1
+	if old then
+		local a, b = xrank(src.st, src.ph), xrank(old.st, old.ph)
+		if a > b then verdict = 2 elseif a == b then verdict = 3 else verdict = 4 end
+	end
+	if verdict <= 2 then
+		local row = {k = src.k, s = src.s, st = src.st, lh = src.lh, fp = src.fp, v = src.v, x = src.x, res = src.res, a = src.a,
+			ps = src.ps, pp = src.pp, fs = src.fs, u = src.u, ph = src.ph}
+		if src.lm then row.le = now + src.lm elseif src.st == 'in_progress' then row.le = now end
+		if src.em then row.e = now + src.em else row.e = KEEP end
+		if row.le and row.e < row.le then row.e = row.le end
+		if src.g then
+			if not fence then fence = redis.call('HINCRBY', META, 'fence', 1) end
+			row.g = fence
+		end
+		store(rk, sk, m, row, old)
+	end
+	out[i] = verdict
+end
+return out
+`;
+
+/** KEYS: the checkpoint hash. ARGV: value, updatedAt (epoch ms), updatedBy?. Written when absent or the value is newer; returns 1 written, 0 kept. */
+const IMPORT_CHECKPOINT = `
+local cur = redis.call('HGET', KEYS[1], 'v')
+if cur and not isnewer(ARGV[1], cur) then return 0 end
+local fields = {'v', ARGV[1], 'u', ARGV[2]}
+local by = opt(ARGV[3])
+if by then
+	fields[5] = 'by'
+	fields[6] = by
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(fields))
+return 1
+`;
+
+/**
+ * KEYS: one day's counter hash. ARGV: when it expires (epoch seconds, from the day), then counter,
+ * amount, ... Each counter becomes the larger of the two values. Returns 1 when something
+ * changed, 0 when the hash had every counter as high or the day is older than the ledger keeps.
+ */
+const IMPORT_DAY = `
+local expireAt = tonumber(ARGV[1])
+if expireAt * 1000 <= now then return 0 end
+local changed = 0
+for p = 2, #ARGV, 2 do
+	local cur = redis.call('HGET', KEYS[1], ARGV[p])
+	if not cur or tonumber(ARGV[p + 1]) > tonumber(cur) then
+		redis.call('HSET', KEYS[1], ARGV[p], ARGV[p + 1])
+		changed = 1
+	end
+end
+if changed == 1 then redis.call('EXPIREAT', KEYS[1], fmt(expireAt)) end
+return changed
+`;
+
+/**
+ * KEYS: a namespace's audit stream. ARGV: audit max length, then per entry its fields as a JSON
+ * array [field, value, ...] with at least key, step, action, actor and at. An entry is appended
+ * unless the stream has one with the same at, key, step, action and actor. Returns how many were.
+ */
+const IMPORT_AUDIT = `
+local function sig(h) return (h.at or '') .. '|' .. (h.key or '') .. '|' .. (h.step or '') .. '|' .. (h.action or '') .. '|' .. (h.actor or '') end
+local function fieldsof(flat)
+	local h = {}
+	for j = 1, #flat, 2 do h[flat[j]] = flat[j + 1] end
+	return h
+end
+local seen = {}
+for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do seen[sig(fieldsof(e[2]))] = true end
+local n = 0
+for i = 2, #ARGV do
+	local flat = cjson.decode(ARGV[i])
+	local s = sig(fieldsof(flat))
+	if not seen[s] then
+		redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(flat))
+		seen[s] = true
+		n = n + 1
+	end
+end
+return n
+`;
+
 export const SCRIPTS = {
 	idemLedgerClaim: COMMON + ROWS + CLAIM,
 	idemLedgerRecord: COMMON + ROWS + RECORD,
@@ -661,6 +795,11 @@ export const SCRIPTS = {
 	idemLedgerSetCheckpoint: COMMON + SET_CHECKPOINT,
 	idemLedgerAddCounts: COMMON + CALENDAR + ADD_COUNTS,
 	idemLedgerReadCounts: COMMON + CALENDAR + READ_COUNTS,
+	idemLedgerExport: COMMON + ROWS + EXPORT,
+	idemLedgerImportRows: COMMON + ROWS + TRANSFER_RANK_LUA + IMPORT_ROWS,
+	idemLedgerImportCheckpoint: COMMON + IMPORT_CHECKPOINT,
+	idemLedgerImportDay: COMMON + IMPORT_DAY,
+	idemLedgerImportAudit: COMMON + IMPORT_AUDIT,
 };
 
 export type ScriptName = keyof typeof SCRIPTS;
