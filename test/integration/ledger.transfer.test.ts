@@ -135,7 +135,7 @@ const redis = async (): Promise<Fixture> => {
 	return { ledger: f.ledger, dispose: f.dispose };
 };
 
-function describeBigCopy(name: string, makeSource: () => Promise<Fixture>, makeTarget: () => Promise<Fixture>) {
+function describeBigCopy(name: string, makeSource: () => Promise<Fixture>, makeTarget: () => Promise<Fixture>, n = N, batchSize = 1000) {
 	describe(name, () => {
 		let source: Fixture;
 		let expected: Snapshot;
@@ -150,7 +150,7 @@ function describeBigCopy(name: string, makeSource: () => Promise<Fixture>, makeT
 
 		beforeAll(async () => {
 			source = await makeSource();
-			await fill(source.ledger, N);
+			await fill(source.ledger, n);
 			readAt = Date.now();
 			expected = await snapshot(source.ledger);
 		}, 600_000);
@@ -159,11 +159,11 @@ function describeBigCopy(name: string, makeSource: () => Promise<Fixture>, makeT
 			await source?.dispose();
 		});
 
-		test(`copies ${N.toLocaleString('en')} keys with every field, and a second run copies nothing`, async () => {
+		test(`copies ${n.toLocaleString('en')} keys with every field, and a second run copies nothing`, async () => {
 			// 100,000 keys, 1,000 second steps, one lapsed lease; two rows released (one gone, one recorded as sent).
-			expect(expected.rows.size).toBe(N + 1000 + 1 - 1);
+			expect(expected.rows.size).toBe(n + Math.min(1000, n) + 1 - 1);
 			const t = await target();
-			const first = await copyLedger(source.ledger, t.ledger, { batchSize: 1000 });
+			const first = await copyLedger(source.ledger, t.ledger, { batchSize });
 			process.stderr.write(`${name}: ${expected.rows.size} rows in ${first.durationMs} ms (${first.batches} batches)\n`);
 			expect(first).toMatchObject({
 				rowsCopied: expected.rows.size,
@@ -176,7 +176,7 @@ function describeBigCopy(name: string, makeSource: () => Promise<Fixture>, makeT
 			});
 			expectSameContent(expected, await snapshot(t.ledger), since());
 
-			const second = await copyLedger(source.ledger, t.ledger, { batchSize: 1000 });
+			const second = await copyLedger(source.ledger, t.ledger, { batchSize });
 			expect(second).toMatchObject({
 				rowsCopied: 0,
 				rowsReplaced: 0,
@@ -193,7 +193,7 @@ function describeBigCopy(name: string, makeSource: () => Promise<Fixture>, makeT
 			const [done, held] = await t.ledger.claim(
 				[
 					{ namespace: ns, key: 'k0', step: '', fingerprint: 'fp-0' },
-					{ namespace: ns, key: `k${N - 1}`, step: '', fingerprint: `fp-${(N - 1) % 7}` },
+					{ namespace: ns, key: `k${n - 1}`, step: '', fingerprint: `fp-${(n - 1) % 7}` },
 				],
 				{ mode: 'lease', holder: 'exec-9', leaseMs: HOUR, ttlMs: DAY },
 			);
@@ -206,7 +206,7 @@ function describeBigCopy(name: string, makeSource: () => Promise<Fixture>, makeT
 			let stoppedAt: CopyTotals | null = null;
 			await expect(
 				copyLedger(source.ledger, t.ledger, {
-					batchSize: 1000,
+					batchSize,
 					onBatch: (done) => {
 						if (done.batches === 7) {
 							stoppedAt = { ...done };
@@ -215,10 +215,10 @@ function describeBigCopy(name: string, makeSource: () => Promise<Fixture>, makeT
 					},
 				}),
 			).rejects.toThrow('crash');
-			expect(stoppedAt!.rowsCopied).toBe(7000);
-			const resumed = await copyLedger(source.ledger, t.ledger, { batchSize: 1000 });
-			expect(resumed.rowsAlreadyPresent).toBe(7000);
-			expect(resumed.rowsCopied).toBe(expected.rows.size - 7000);
+			expect(stoppedAt!.rowsCopied).toBe(7 * batchSize);
+			const resumed = await copyLedger(source.ledger, t.ledger, { batchSize });
+			expect(resumed.rowsAlreadyPresent).toBe(7 * batchSize);
+			expect(resumed.rowsCopied).toBe(expected.rows.size - 7 * batchSize);
 			expect(resumed.rowsReplaced + resumed.rowsSkippedOlder).toBe(0);
 			expectSameContent(expected, await snapshot(t.ledger), since());
 		}, 600_000);
@@ -228,4 +228,14 @@ function describeBigCopy(name: string, makeSource: () => Promise<Fixture>, makeT
 describeIfRedis('Ledger copy between PostgreSQL and Redis')('Ledger copy', () => {
 	describeBigCopy('PostgreSQL → Redis', pg, redis);
 	describeBigCopy('Redis → PostgreSQL', redis, pg);
+});
+
+const cluster = async (): Promise<Fixture> => {
+	const f = await freshRedisClusterLedger(uniquePrefix('transfer-c'));
+	return { ledger: f.ledger, dispose: f.dispose };
+};
+
+describeIfRedis('Ledger copy with Redis Cluster', redisClusterReachable)('Ledger copy with Redis Cluster', () => {
+	describeBigCopy('PostgreSQL → Redis Cluster', pg, cluster, 3000, 200);
+	describeBigCopy('Redis Cluster → PostgreSQL', cluster, pg, 3000, 200);
 });
