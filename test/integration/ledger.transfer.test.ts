@@ -239,3 +239,90 @@ describeIfRedis('Ledger copy with Redis Cluster', redisClusterReachable)('Ledger
 	describeBigCopy('PostgreSQL → Redis Cluster', pg, cluster, 3000, 200);
 	describeBigCopy('Redis Cluster → PostgreSQL', cluster, pg, 3000, 200);
 });
+
+/** Row by row: the target keeps what says more about the side effect, and nothing that may have been sent is reopened. */
+function describeMergeRule(name: string, makeSource: () => Promise<Fixture>, makeTarget: () => Promise<Fixture>) {
+	test(`${name}: the merge rule`, async () => {
+		const source = await makeSource();
+		const target = await makeTarget();
+		try {
+			const m = 'transfer-merge';
+			const row = (key: string) => ({ namespace: m, key, step: '', fingerprint: null });
+			const lease = { mode: 'lease' as const, holder: 'run', leaseMs: HOUR, ttlMs: DAY };
+			const fenceOf = (o: unknown) => (o as { record: LedgerRecord }).record.fence!;
+			// Target: a completed, b in progress and maybe sent, c in progress, d needs review, e completed, f failed.
+			const t = await target.ledger.claim(['a', 'b', 'c', 'd', 'e', 'f'].map(row), lease);
+			await target.ledger.markPhase([{ ...row('b'), fence: fenceOf(t[1]) }, { ...row('d'), fence: fenceOf(t[3]) }], 'sending');
+			await target.ledger.record(
+				[
+					{ ...row('a'), status: 'completed', fence: fenceOf(t[0]), result: 'target a' },
+					{ ...row('d'), status: 'needs_review', fence: fenceOf(t[3]) },
+					{ ...row('e'), status: 'completed', fence: fenceOf(t[4]), result: 'target e' },
+					{ ...row('f'), status: 'failed_retryable', fence: fenceOf(t[5]) },
+				],
+				{ ttlMs: DAY },
+			);
+			// Source: a in progress, b failed, c completed, d completed, e completed (another result), f in progress and maybe sent.
+			const s = await source.ledger.claim(['a', 'b', 'c', 'd', 'e', 'f'].map(row), lease);
+			await source.ledger.markPhase([{ ...row('f'), fence: fenceOf(s[5]) }], 'sending');
+			await source.ledger.record(
+				[
+					{ ...row('b'), status: 'failed_retryable', fence: fenceOf(s[1]) },
+					{ ...row('c'), status: 'completed', fence: fenceOf(s[2]), result: 'source c' },
+					{ ...row('d'), status: 'completed', fence: fenceOf(s[3]), result: 'source d' },
+					{ ...row('e'), status: 'completed', fence: fenceOf(s[4]), result: 'source e' },
+				],
+				{ ttlMs: DAY },
+			);
+			await target.ledger.setCheckpoint(m, 'ahead', '100', { force: false, updatedBy: null });
+			await target.ledger.setCheckpoint(m, 'behind', '5', { force: false, updatedBy: null });
+			await source.ledger.setCheckpoint(m, 'ahead', '90', { force: false, updatedBy: null });
+			await source.ledger.setCheckpoint(m, 'behind', '7', { force: false, updatedBy: 'sync' });
+			await source.ledger.setCheckpoint(m, 'new', 'evt_1', { force: false, updatedBy: null });
+			await target.ledger.addCounts([{ namespace: m, counts: { sent: 10, a: 1 } }]);
+			await source.ledger.addCounts([{ namespace: m, counts: { sent: 4, b: 2.5 } }]);
+
+			const totals = await copyLedger(source.ledger, target.ledger);
+			expect(totals).toMatchObject({
+				rowsCopied: 0,
+				rowsReplaced: 3,
+				rowsAlreadyPresent: 1,
+				rowsSkippedOlder: 2,
+				checkpointsCopied: 2,
+				checkpointsKept: 1,
+				counterDaysCopied: 1,
+			});
+			const state = async (key: string) => {
+				const [r] = await target.ledger.get(m, key);
+				return { status: r.status, phase: r.phase, result: r.result };
+			};
+			expect(await state('a')).toEqual({ status: 'completed', phase: null, result: 'target a' });
+			expect(await state('b')).toMatchObject({ status: 'in_progress', phase: 'sending' });
+			expect(await state('c')).toEqual({ status: 'completed', phase: null, result: 'source c' });
+			expect(await state('d')).toEqual({ status: 'completed', phase: null, result: 'source d' });
+			expect(await state('e')).toEqual({ status: 'completed', phase: null, result: 'target e' });
+			expect(await state('f')).toMatchObject({ status: 'in_progress', phase: 'sending' });
+			const [f] = await target.ledger.get(m, 'f');
+			expect(f.expiresAt.getUTCFullYear()).toBe(9999);
+			// The run of the target that held c no longer owns it: the copied row has a token of its own.
+			const [late] = await target.ledger.record([{ ...row('c'), status: 'failed_retryable', fence: fenceOf(t[2]) }], { ttlMs: DAY });
+			expect(late.kind).toBe('lost_lease');
+			expect((await target.ledger.getCheckpoint(m, 'ahead'))?.value).toBe('100');
+			expect((await target.ledger.getCheckpoint(m, 'behind'))).toMatchObject({ value: '7', updatedBy: 'sync' });
+			expect((await target.ledger.getCheckpoint(m, 'new'))?.value).toBe('evt_1');
+			const [today] = await target.ledger.readCounts(m, 1);
+			expect(today.counts).toEqual({ sent: 10, a: 1, b: 2.5 });
+			// And again: nothing changes.
+			const again = await copyLedger(source.ledger, target.ledger);
+			expect(again).toMatchObject({ rowsCopied: 0, rowsReplaced: 0, rowsAlreadyPresent: 4, rowsSkippedOlder: 2, checkpointsCopied: 0, counterDaysCopied: 0 });
+		} finally {
+			await source.dispose();
+			await target.dispose();
+		}
+	});
+}
+
+describeIfRedis('Ledger copy merge rule')('Ledger copy merge rule', () => {
+	describeMergeRule('PostgreSQL → Redis', pg, redis);
+	describeMergeRule('Redis → PostgreSQL', redis, pg);
+});
