@@ -75,6 +75,11 @@ export const credentialTest = {
  */
 export async function openLedger(ctx: IExecuteFunctions): Promise<Ledger> {
 	const backend = ctx.getNodeParameter('backend', 0, 'postgres') as string;
+	return await openLedgerOf(ctx, backend === 'redis' ? 'redis' : 'postgres');
+}
+
+/** The ledger of this node's credential of one kind (see openLedger). Idempotency Ledger's copy opens both. */
+export async function openLedgerOf(ctx: IExecuteFunctions, backend: 'postgres' | 'redis'): Promise<Ledger> {
 	if (backend === 'redis') {
 		const data = (await ctx.getCredentials(REDIS_CREDENTIAL)) as Record<string, unknown>;
 		const settings = redisSettingsFrom(data);

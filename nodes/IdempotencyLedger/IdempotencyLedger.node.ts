@@ -12,6 +12,7 @@ import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8
 import * as checkpoint from './actions/checkpoint/Checkpoint.resource';
 import * as key from './actions/key/Key.resource';
 import * as ledger from './actions/ledger/Ledger.resource';
+import { copyDirectionProperty } from './actions/ledger/copy.operation';
 import { router } from './actions/router';
 
 // Not offered to AI agents as a tool (least privilege): an agent has no need to release, reset or purge rows.
@@ -26,14 +27,16 @@ export class IdempotencyLedger implements INodeType {
 		group: ['transform'],
 		version: 1,
 		subtitle:
-			'={{ (({"key": {"get": "Get key", "list": "List keys", "release": "Release key" }, "ledger": {"stats": "Get stats", "purge": "Purge expired" }, "checkpoint": {"get": "Get checkpoint", "set": "Set checkpoint" } })[$parameter["resource"]] || {})[$parameter["operation"]] }}',
-		description: 'Look up, list, release and purge idempotency keys, see stats, and keep sync checkpoints',
+			'={{ (({"key": {"get": "Get key", "list": "List keys", "release": "Release key" }, "ledger": {"stats": "Get stats", "purge": "Purge expired", "copyInto": "Copy into another ledger" }, "checkpoint": {"get": "Get checkpoint", "set": "Set checkpoint" } })[$parameter["resource"]] || {})[$parameter["operation"]] }}',
+		description: 'Look up, list, release and purge idempotency keys, see stats, keep sync checkpoints, and copy a ledger into another',
 		defaults: { name: 'Idempotency Ledger' },
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
 		credentials: ledgerCredentials,
 		properties: [
-			backendProperty,
+			// The copy puts its direction in the place of the ledger selector (see copy.operation.ts).
+			{ ...backendProperty, displayOptions: { hide: { operation: ['copyInto'] } } },
+			copyDirectionProperty,
 			{
 				displayName: 'Resource',
 				name: 'resource',

@@ -8,7 +8,7 @@ type Execute = (this: IExecuteFunctions, items: INodeExecutionData[]) => Promise
 
 const operations: Record<string, Record<string, { execute: Execute }>> = {
 	key: { get: key.get, list: key.list, release: key.release },
-	ledger: { stats: ledger.stats, purge: ledger.purge },
+	ledger: { stats: ledger.stats, purge: ledger.purge, copyInto: ledger.copyInto },
 	checkpoint: { get: checkpoint.get, set: checkpoint.set },
 };
 

@@ -1,9 +1,10 @@
 import type { INodeProperties } from 'n8n-workflow';
 
+import * as copyInto from './copy.operation';
 import * as purge from './purge.operation';
 import * as stats from './stats.operation';
 
-export { purge, stats };
+export { copyInto, purge, stats };
 
 export const description: INodeProperties[] = [
 	{
@@ -13,6 +14,12 @@ export const description: INodeProperties[] = [
 		noDataExpression: true,
 		displayOptions: { show: { resource: ['ledger'] } },
 		options: [
+			{
+				name: 'Copy Into Another Ledger',
+				value: 'copyInto',
+				description: 'Copy every key, checkpoint and counter of this ledger into a PostgreSQL or Redis ledger (safe to run twice)',
+				action: 'Copy the ledger into another ledger',
+			},
 			{
 				name: 'Get Stats',
 				value: 'stats',
@@ -30,4 +37,5 @@ export const description: INodeProperties[] = [
 	},
 	...stats.description,
 	...purge.description,
+	...copyInto.description,
 ];
