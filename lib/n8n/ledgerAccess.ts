@@ -7,6 +7,7 @@ import type {
 	INodeProperties,
 } from 'n8n-workflow';
 
+import { LedgerInputError } from '../ledger/errors';
 import type { Ledger } from '../ledger/types';
 import { postgresLedger } from '../ledger/postgres/connect';
 import { toUnavailable } from '../ledger/postgres/errors';
@@ -74,8 +75,12 @@ export const credentialTest = {
  * ledger cannot be reached, so the caller fails closed.
  */
 export async function openLedger(ctx: IExecuteFunctions): Promise<Ledger> {
-	const backend = ctx.getNodeParameter('backend', 0, 'postgres') as string;
-	return await openLedgerOf(ctx, backend === 'redis' ? 'redis' : 'postgres');
+	const backend = ctx.getNodeParameter('backend', 0, 'postgres') as unknown;
+	if (backend !== 'postgres' && backend !== 'redis') {
+		// E.g. Idempotency Ledger's copy direction left in place after switching to another operation.
+		throw new LedgerInputError(`The ledger ${JSON.stringify(backend)} is not one of: postgres, redis`, 'Pick PostgreSQL or Redis in "Ledger".');
+	}
+	return await openLedgerOf(ctx, backend);
 }
 
 /** The ledger of this node's credential of one kind (see openLedger). Idempotency Ledger's copy opens both. */

@@ -20,6 +20,8 @@ export const MAX_COPY_BATCH = 5000;
 type Kind = 'postgres' | 'redis';
 const NAMES: Record<Kind, string> = { postgres: 'PostgreSQL', redis: 'Redis' };
 const CREDENTIALS: Record<Kind, string> = { postgres: POSTGRES_CREDENTIAL, redis: REDIS_CREDENTIAL };
+/** The credential types' names as n8n shows them. */
+const CREDENTIAL_NAMES: Record<Kind, string> = { postgres: 'Idempotency Ledger (PostgreSQL) API', redis: 'Idempotency Ledger (Redis) API' };
 
 /**
  * The copy's direction, in the place of the "Ledger" selector: n8n gives a node one credential of
@@ -81,7 +83,7 @@ async function open(ctx: IExecuteFunctions, side: 'source' | 'target', kind: Kin
 	if (!chosen) {
 		throw new LedgerInputError(
 			`No ${NAMES[kind]} ledger credential is chosen for the ${side} of the copy`,
-			`Choose the ${NAMES[kind]} ledger credential in the node (below the Copy selector). The source and the target are always one PostgreSQL and one Redis ledger.`,
+			`Choose an "${CREDENTIAL_NAMES[kind]}" credential in the node, below "Copy". The source and the target are always one PostgreSQL and one Redis ledger.`,
 		);
 	}
 	try {
