@@ -45,7 +45,7 @@ export class IdempotencyLedger implements INodeType {
 				options: [
 					{ name: 'Checkpoint', value: 'checkpoint', description: 'The cursor or high-water mark of a paginated sync' },
 					{ name: 'Key', value: 'key', description: 'Idempotency keys and their steps' },
-					{ name: 'Ledger', value: 'ledger', description: 'Stats and clean-up' },
+					{ name: 'Ledger', value: 'ledger', description: 'Stats, clean-up, and copying into another ledger' },
 				],
 				default: 'key',
 			},
