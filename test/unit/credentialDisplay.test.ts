@@ -38,6 +38,13 @@ describe('credentials and the parameters they depend on', () => {
 		expect(offered(node, { backend: 'redis' }).filter((n) => n.startsWith('idempotency'))).toEqual(['idempotencyRedisApi']);
 	});
 
+	test('Idempotency Ledger: a copy offers both ledger credentials, the source and the target, in either direction', () => {
+		const ledger = new IdempotencyLedger();
+		for (const backend of ['postgresIntoRedis', 'redisIntoPostgres']) {
+			expect(offered(ledger, { resource: 'ledger', operation: 'copyInto', backend })).toEqual(['idempotencyPostgresApi', 'idempotencyRedisApi']);
+		}
+	});
+
 	const guardedSend = new GuardedSend();
 	const channelCredentials = (values: INodeParameters) => offered(guardedSend, values).filter((n) => !n.startsWith('idempotency'));
 
