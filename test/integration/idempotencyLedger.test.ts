@@ -51,7 +51,7 @@ describe('node description', () => {
 			.map((p) => [p.displayOptions?.show?.resource, (p.options as Array<{ value: string }>).map((o) => o.value)]);
 		expect(ops).toEqual([
 			[['key'], ['get', 'list', 'release']],
-			[['ledger'], ['stats', 'purge']],
+			[['ledger'], ['copyInto', 'stats', 'purge']],
 			[['checkpoint'], ['get', 'set']],
 		]);
 	});
