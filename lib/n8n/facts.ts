@@ -69,6 +69,54 @@ export function factsOf(outcome: Outcome, namespace: string, key: string, step: 
 }
 
 /**
+ * Under FACTS_FIELD on a Dedupe Gate item, the facts our own nodes read and a flow builder does
+ * not: the scope, the claim's fence and lease, the row's times. Mark Step Done, Guarded Send and
+ * Start Step find the gate's claim here (lineage.ts factsKey), on the item itself or on the gate's
+ * output item they trace it back to, so it survives Set, Merge and Code nodes as the flat facts did.
+ */
+export const LEDGER_DETAILS = '_ledger';
+
+/**
+ * A Dedupe Gate item's facts: on top what a flow builder reads in expressions and IFs (what the
+ * gate decided, the key, the row's status, when it was first seen, and what a Mark Step Done or
+ * Guarded Send stored for it), the rest under LEDGER_DETAILS. `extra` (doneWhen, reason) goes on
+ * top, before the details.
+ */
+export function gateFactsOf(
+	outcome: Outcome,
+	namespace: string,
+	key: string,
+	step: string,
+	record: LedgerRecord | null,
+	extra?: IDataObject,
+): IDataObject {
+	const facts: IDataObject = {
+		outcome,
+		key,
+		status: record?.status ?? null,
+		firstSeenAt: iso(record?.firstSeenAt),
+		externalId: record?.externalId ?? null,
+		result: (record?.result ?? null) as IDataObject | null,
+	};
+	if (extra) Object.assign(facts, extra);
+	// Only on items of editor test runs that used their test namespace.
+	if (isTestNamespace(namespace)) facts.testRun = true;
+	facts[LEDGER_DETAILS] = {
+		namespace,
+		step,
+		fence: record?.fence ?? null,
+		attempts: record?.attempts ?? null,
+		previousStatus: record?.previousStatus ?? null,
+		updatedAt: iso(record?.updatedAt),
+		expiresAt: iso(record?.expiresAt),
+		leaseHolder: record?.leaseHolder ?? null,
+		leaseExpiresAt: iso(record?.leaseExpiresAt),
+		version: record?.version ?? null,
+	};
+	return facts;
+}
+
+/**
  * Ledger step of a Prompt Cache entry. Its facts name a prompt hash, not a unit of work, so
  * nodes that look for the unit's key on an item skip them (see lineage.ts).
  */

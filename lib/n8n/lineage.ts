@@ -25,7 +25,7 @@ import type {
 import { LedgerInputError } from '../ledger/errors';
 import type { RecordRequest } from '../ledger/types';
 import { assertKey, assertNamespace } from '../ledger/validate';
-import { FACTS_FIELD, PROMPT_CACHE_STEP } from './facts';
+import { FACTS_FIELD, LEDGER_DETAILS, PROMPT_CACHE_STEP } from './facts';
 import { lineageFence } from './lineageCheck';
 import { parameterSource, toKeyText, type ValueSource } from './keySource';
 import { namespaceReader, sharedNamespaceOption } from './scope';
@@ -79,7 +79,12 @@ export function authorityFor(unit: UnitKey, step: string): Pick<RecordRequest, '
 /** The namespace, key and claim in a facts object, or null when it is not one. */
 export function factsKey(value: unknown): FactsKey | null {
 	if (!value || typeof value !== 'object' || Array.isArray(value)) return null;
-	const facts = value as IDataObject;
+	const top = value as IDataObject;
+	// A Dedupe Gate keeps the claim under `_ledger` (facts.ts gateFactsOf) and the key on top; the
+	// other nodes keep all of it on top.
+	const details = top[LEDGER_DETAILS];
+	const facts: IDataObject =
+		details && typeof details === 'object' && !Array.isArray(details) ? { ...(details as IDataObject), key: top.key } : top;
 	if (typeof facts.namespace !== 'string' || typeof facts.key !== 'string' || facts.key === '' || facts.namespace === '') return null;
 	// A Prompt Cache replaces the field with facts about the prompt's hash: not this unit's key.
 	if (facts.step === PROMPT_CACHE_STEP) return null;

@@ -6,7 +6,7 @@ import { LedgerInputError } from '../../lib/ledger/errors';
 import { assertKey, assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { atExecutionEnd, canActAtExecutionEnd } from '../../lib/n8n/executionEnd';
-import { factsOf, inProgressReason, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
+import { gateFactsOf, inProgressReason, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import {
 	fieldSource,
 	formatPath,
@@ -260,7 +260,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 		this.addExecutionHints(skippedLedgerHint('every item went to New without a duplicate check'));
 		requestItem.forEach((index, r) => {
 			const q = requests[r];
-			outputs[NEW].push(itemWithFacts(items[index], index, factsOf('unverified', q.namespace, q.key, q.step, null)));
+			outputs[NEW].push(itemWithFacts(items[index], index, gateFactsOf('unverified', q.namespace, q.key, q.step, null)));
 		});
 		return outputs;
 	}
@@ -296,7 +296,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			});
 			requestItem.forEach((index, r) => {
 				const q = requests[r];
-				outputs[NEW].push(itemWithFacts(items[index], index, factsOf('unverified', q.namespace, q.key, q.step, null)));
+				outputs[NEW].push(itemWithFacts(items[index], index, gateFactsOf('unverified', q.namespace, q.key, q.step, null)));
 			});
 			return outputs;
 		}
@@ -308,7 +308,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	const claimed = performance.now();
 	const doneWhen = DONE_WHEN[config.closer];
 	const timeZone = this.getTimezone();
-	const route = (r: number, outcome: Outcome, output: number, record: Parameters<typeof factsOf>[4]) => {
+	const route = (r: number, outcome: Outcome, output: number, record: Parameters<typeof gateFactsOf>[4]) => {
 		const q = requests[r];
 		const index = requestItem[r];
 		if (outcome === 'mismatch') {
@@ -323,10 +323,9 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			}
 			output = config.onMismatch === 'route' ? MISMATCH : DUPLICATE;
 		}
-		const facts = factsOf(outcome, q.namespace, q.key, q.step, record);
-		if (outcome === 'new') facts.doneWhen = doneWhen;
-		else if (outcome === 'in_progress') facts.reason = inProgressReason(record, holder, timeZone);
-		outputs[output].push(itemWithFacts(items[index], index, facts));
+		const extra =
+			outcome === 'new' ? { doneWhen } : outcome === 'in_progress' ? { reason: inProgressReason(record, holder, timeZone) } : undefined;
+		outputs[output].push(itemWithFacts(items[index], index, gateFactsOf(outcome, q.namespace, q.key, q.step, record, extra)));
 	};
 
 	for (let r = 0; r < outcomes.length; r++) {

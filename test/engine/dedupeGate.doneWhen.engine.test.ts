@@ -76,6 +76,8 @@ function runner(workflowId = `wf-done-${++workflowCount}`) {
 }
 
 const facts = (item: INodeExecutionData) => item.json.idempotency as Record<string, unknown>;
+/** The gate's ledger details, kept under `idempotency._ledger` for our own nodes. */
+const details = (item: INodeExecutionData) => facts(item)._ledger as Record<string, unknown>;
 const keysOf = (items: INodeExecutionData[]) => items.map((i) => facts(i).key);
 
 async function rows(namespace: string): Promise<Array<{ key: string; status: string; result: unknown }>> {
@@ -113,7 +115,7 @@ describe('Dedupe Gate, "Mark Keys Done: When the Execution Succeeds" (the defaul
 		const events = [{ id: 'ok-1' }, { id: 'boom' }];
 		const failed = await run(events, { failOn: 'boom' });
 		expect(failed.error?.message).toMatch(/Refusing value "boom"/);
-		const namespace = facts(failed.outputs('Gate')[0][0]).namespace as string;
+		const namespace = details(failed.outputs('Gate')[0][0]).namespace as string;
 		expect((await rows(namespace)).map((r) => r.status)).toEqual(['failed_retryable', 'failed_retryable']);
 		const retry = await run(events);
 		expect(retry.error).toBeUndefined();
@@ -128,7 +130,7 @@ describe('Dedupe Gate, "Mark Keys Done: When the Execution Succeeds" (the defaul
 		const [item] = first.outputs('Gate')[0];
 		// Done when the execution succeeds, as without it; what Mark Step Done recorded first stands.
 		expect(facts(item).doneWhen).toBe('when this execution succeeds');
-		const namespace = facts(item).namespace as string;
+		const namespace = details(item).namespace as string;
 		expect(await rows(namespace)).toEqual([{ key: 'with-mark', status: 'completed', result: { receipt: 'r-1' } }]);
 		const again = await run([{ id: 'with-mark' }], { mark: 'enabled' });
 		expect(facts(again.outputs('Gate')[1][0])).toMatchObject({ outcome: 'duplicate', result: { receipt: 'r-1' } });
@@ -145,7 +147,7 @@ describe('Dedupe Gate, "Mark Keys Done: When the Execution Succeeds" (the defaul
 		const run = runner('wf-held');
 		const first = await run([{ id: 'held' }], { gate: { mode: 'lease' } });
 		expect(facts(first.outputs('Gate')[0][0]).doneWhen).toBe('when a Mark Step Done (or Guarded Send) after the gate records it');
-		const holder = facts(first.outputs('Gate')[0][0]).leaseHolder as string;
+		const holder = details(first.outputs('Gate')[0][0]).leaseHolder as string;
 		const second = await run([{ id: 'held' }], { gate: { mode: 'lease' } });
 		const [busy] = second.outputs('Gate')[2];
 		const executionId = holder.replace('execution:', '');

@@ -200,7 +200,7 @@ function suite(backend: EngineBackend) {
 
 			const second = await deliver(wf, id, shape);
 			expect(gateOutput(second)).toBe(NEW);
-			expect(facts(second.outputs('Gate')[NEW][0])).toMatchObject({ outcome: 'new', previousStatus: 'failed_retryable' });
+			expect(facts(second.outputs('Gate')[NEW][0])).toMatchObject({ outcome: 'new', _ledger: { previousStatus: 'failed_retryable' } });
 			expect(sendOutput(second)).toBe(SENT);
 			expect(await unit(wf, id)).toMatchObject({ status: 'completed' });
 			expect(gateOutput(await deliver(wf, id, shape))).toBe(DUPLICATE);

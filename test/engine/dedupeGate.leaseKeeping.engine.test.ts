@@ -115,10 +115,10 @@ const run = (workflowId: string, key: string, gate: INodeParameters, executionId
 	});
 
 const OUTPUTS = ['new', 'duplicate', 'in_progress'] as const;
-/** Which output of the gate the run's one item left on, and its facts. */
-function gateOutcome(result: EngineRunResult): { output: (typeof OUTPUTS)[number]; facts: Record<string, unknown> } {
+/** Which output of the gate the run's one item left on, and its facts (the ledger details under `_ledger`). */
+function gateOutcome(result: EngineRunResult): { output: (typeof OUTPUTS)[number]; facts: Record<string, unknown> & { _ledger: Record<string, unknown> } } {
 	const outputs = result.outputs('Gate');
-	const hits = OUTPUTS.flatMap((name, i) => (outputs[i] ?? []).map((item: INodeExecutionData) => ({ output: name, facts: item.json.idempotency as Record<string, unknown> })));
+	const hits = OUTPUTS.flatMap((name, i) => (outputs[i] ?? []).map((item: INodeExecutionData) => ({ output: name, facts: item.json.idempotency as Record<string, unknown> & { _ledger: Record<string, unknown> } })));
 	if (hits.length !== 1) throw new Error(`expected one item out of the gate, got ${JSON.stringify(hits)} (error: ${result.error?.message})`);
 	return hits[0];
 }
@@ -186,7 +186,7 @@ describe('Dedupe Gate keeps its lease alive while the run lives, up to the confi
 		const holder = (await row(wf, 'max-1')).lease_holder;
 		let longest = 0;
 		const outcomes: Array<[number, string]> = [];
-		let taken: { facts: Record<string, unknown> } | undefined;
+		let taken: ReturnType<typeof gateOutcome> | undefined;
 		while (!taken && Date.now() - started < MAX + 3_000) {
 			const r = await row(wf, 'max-1');
 			if (r.status === 'in_progress' && r.lease_holder === holder) longest = Math.max(longest, r.held_for_ms ?? 0);
@@ -204,8 +204,8 @@ describe('Dedupe Gate keeps its lease alive while the run lives, up to the confi
 		// ... and it did hold it well past the short lease, up to about the maximum.
 		expect(outcomes.filter(([ms]) => ms < MAX - 1_500).every(([, o]) => o === 'in_progress')).toBe(true);
 		expect(outcomes.some(([ms, o]) => ms > SHORT + EVERY && o === 'in_progress')).toBe(true);
-		expect(taken!.facts).toMatchObject({ previousStatus: 'in_progress', attempts: 2 });
-		const heldFor = new Date(taken!.facts.updatedAt as string).getTime() - new Date(taken!.facts.firstSeenAt as string).getTime();
+		expect(taken!.facts).toMatchObject({ _ledger: { previousStatus: 'in_progress', attempts: 2 } });
+		const heldFor = new Date(taken!.facts._ledger.updatedAt as string).getTime() - new Date(taken!.facts.firstSeenAt as string).getTime();
 		expect(heldFor).toBeGreaterThanOrEqual(MAX - 250);
 		expect(heldFor).toBeLessThanOrEqual(MAX + 1_000);
 	});
@@ -264,7 +264,7 @@ describe('Dedupe Gate after a crash: SIGKILL of the process that holds the key',
 			}
 			const freedAfter = Date.now() - killedAt;
 			console.log(`short lease ${SHORT} ms, renewed every ${EVERY} ms: the key was taken over ${freedAfter} ms after the SIGKILL`);
-			expect(outcome).toMatchObject({ output: 'new', facts: { previousStatus: 'in_progress', attempts: 2 } });
+			expect(outcome).toMatchObject({ output: 'new', facts: { _ledger: { previousStatus: 'in_progress', attempts: 2 } } });
 			expect(freedAfter).toBeLessThanOrEqual(SHORT + EVERY);
 		} finally {
 			child.kill('SIGKILL');

@@ -45,6 +45,8 @@ const run = (items: unknown[], gate: INodeParameters, options: { extra?: Partial
 
 const ids = (items: INodeExecutionData[]) => items.map((i) => i.json.id);
 const facts = (item: INodeExecutionData) => item.json.idempotency as Record<string, unknown>;
+/** The gate's ledger details, kept under `idempotency._ledger` for our own nodes. */
+const details = (item: INodeExecutionData) => facts(item)._ledger as Record<string, unknown>;
 
 async function rowCount(namespace: string): Promise<number> {
 	const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${table}" WHERE namespace = $1`, [namespace]);
@@ -68,7 +70,7 @@ describe('Dedupe Gate in the real engine', () => {
 		expect(ids(fresh)).toEqual(events.map((e) => e.id));
 		expect(dup).toEqual([]);
 		expect(busy).toEqual([]);
-		expect(facts(fresh[0])).toMatchObject({ outcome: 'new', key: 'evt_0', namespace: 'engine-seen', status: 'completed', attempts: 1 });
+		expect(facts(fresh[0])).toMatchObject({ outcome: 'new', key: 'evt_0', status: 'completed', _ledger: { namespace: 'engine-seen', attempts: 1 } });
 		expectPaired(first);
 
 		const second = await run(events, gate);
@@ -85,7 +87,7 @@ describe('Dedupe Gate in the real engine', () => {
 		const gate = { mode: 'lease' };
 		const first = await run(events.slice(0, 5), gate, { workflowId: 'wf-lease' });
 		expect(ids(first.outputs('Gate')[0])).toHaveLength(5);
-		expect(facts(first.outputs('Gate')[0][0])).toMatchObject({ namespace: 'workflow:wf-lease', status: 'in_progress' });
+		expect(facts(first.outputs('Gate')[0][0])).toMatchObject({ status: 'in_progress', _ledger: { namespace: 'workflow:wf-lease' } });
 		const second = await run(events.slice(0, 5), gate, { workflowId: 'wf-lease' });
 		const [fresh, dup, busy] = second.outputs('Gate');
 		expect(fresh).toEqual([]);
@@ -135,7 +137,7 @@ describe('Dedupe Gate in the real engine', () => {
 		expect(older.outputs('Gate')[1]).toHaveLength(1);
 		const newer = await run([{ id: 'o1', updated: '2026-01-03T00:00:00Z', v: 'c' }], gate);
 		expect(newer.outputs('Gate')[0]).toHaveLength(1);
-		expect(facts(newer.outputs('Gate')[0][0]).version).toBe('2026-01-03T00:00:00Z');
+		expect(details(newer.outputs('Gate')[0][0]).version).toBe('2026-01-03T00:00:00Z');
 	});
 
 	test('payload mismatch: duplicate by default, its own output, or an error', async () => {

@@ -210,7 +210,7 @@ describe('engine: Mark Step Done and lineage', () => {
 		const again = await run([node('Orders', 'test.items', { items: ORDERS }), gate()], chain('Orders', 'Gate'));
 		const fresh = again.outputs('Gate')[0];
 		expect(fresh).toHaveLength(3);
-		expect(fresh[0].json.idempotency).toMatchObject({ outcome: 'new', previousStatus: 'failed_retryable' });
+		expect(fresh[0].json.idempotency).toMatchObject({ outcome: 'new', _ledger: { previousStatus: 'failed_retryable' } });
 	});
 
 	test('an item\'s own data cannot choose a key in another workflow\'s namespace: the gate\'s real output decides', async () => {

@@ -53,6 +53,8 @@ const gateFlow = (gate: INodeParameters, ...more: INode[]) => [
 ];
 
 const facts = (item: INodeExecutionData) => item.json.idempotency as IDataObject;
+/** A Dedupe Gate item's ledger details, under `idempotency._ledger`. */
+const details = (item: INodeExecutionData) => facts(item)._ledger as IDataObject;
 const outcomes = (result: EngineRunResult) => {
 	const [fresh, duplicate, inProgress] = result.outputs('Gate');
 	return { fresh: fresh.length, duplicate: duplicate.length, inProgress: inProgress.length };
@@ -68,12 +70,12 @@ describe('Dedupe Gate: an editor test run with a real event', () => {
 		const test = await run(gateFlow({}), 'manual');
 		expect(test.error).toBeUndefined();
 		expect(outcomes(test)).toEqual(NEW);
-		expect(facts(test.outputs('Gate')[0][0])).toMatchObject({ outcome: 'new', namespace: `editor-test:workflow:${wf}`, key: 'evt_1', testRun: true });
+		expect(facts(test.outputs('Gate')[0][0])).toMatchObject({ outcome: 'new', key: 'evt_1', testRun: true, _ledger: { namespace: `editor-test:workflow:${wf}` } });
 
 		const real = await run(gateFlow({}), 'webhook');
 		expect(outcomes(real)).toEqual(NEW);
 		const realFacts = facts(real.outputs('Gate')[0][0]);
-		expect(realFacts).toMatchObject({ outcome: 'new', namespace: `workflow:${wf}`, key: 'evt_1' });
+		expect(realFacts).toMatchObject({ outcome: 'new', key: 'evt_1', _ledger: { namespace: `workflow:${wf}` } });
 		expect(realFacts).not.toHaveProperty('testRun');
 
 		// Test runs still dedupe among themselves, and real runs among themselves.
@@ -88,18 +90,18 @@ describe('Dedupe Gate: an editor test run with a real event', () => {
 	test('every production mode is production: cli, webhook, trigger, retry use the real namespace', async () => {
 		for (const mode of ['cli', 'webhook', 'trigger', 'retry'] as const) {
 			const result = await run(gateFlow({ options: { namespace: `modes-${wf}-${mode}` } }), mode);
-			expect(facts(result.outputs('Gate')[0][0]).namespace).toBe(`modes-${wf}-${mode}`);
+			expect(details(result.outputs('Gate')[0][0]).namespace).toBe(`modes-${wf}-${mode}`);
 		}
 	});
 
 	test('a shared namespace gets its test namespace too; one too long for the prefix is hashed and still valid', async () => {
 		const shared = await run(gateFlow({ options: { namespace: `orders-${wf}` } }), 'manual');
-		expect(facts(shared.outputs('Gate')[0][0]).namespace).toBe(`editor-test:orders-${wf}`);
+		expect(details(shared.outputs('Gate')[0][0]).namespace).toBe(`editor-test:orders-${wf}`);
 
 		const long = `${wf}-`.padEnd(MAX_NAMESPACE_LENGTH, 'x');
 		const test = await run(gateFlow({ options: { namespace: long } }), 'manual');
 		expect(test.error).toBeUndefined();
-		const namespace = facts(test.outputs('Gate')[0][0]).namespace as string;
+		const namespace = details(test.outputs('Gate')[0][0]).namespace as string;
 		expect(namespace).toMatch(/^editor-test:#[0-9a-f]{64}$/);
 		expect(namespace.length).toBeLessThanOrEqual(MAX_NAMESPACE_LENGTH);
 		expect(outcomes(await run(gateFlow({ options: { namespace: long } }), 'webhook'))).toEqual(NEW);
@@ -109,7 +111,7 @@ describe('Dedupe Gate: an editor test run with a real event', () => {
 		const gate = { options: { editorTestRuns: 'production' } };
 		const test = await run(gateFlow(gate), 'manual');
 		expect(outcomes(test)).toEqual(NEW);
-		expect(facts(test.outputs('Gate')[0][0]).namespace).toBe(`workflow:${wf}`);
+		expect(details(test.outputs('Gate')[0][0]).namespace).toBe(`workflow:${wf}`);
 		expect(facts(test.outputs('Gate')[0][0])).not.toHaveProperty('testRun');
 
 		const real = await run(gateFlow(gate), 'webhook');
@@ -127,7 +129,7 @@ describe('Dedupe Gate: an editor test run with a real event', () => {
 			expect(fresh.map((x) => x.json.id)).toEqual(['evt_skip', 'evt_skip', 'evt_other']);
 			expect(duplicate).toEqual([]);
 			expect(inProgress).toEqual([]);
-			expect(facts(fresh[0])).toMatchObject({ outcome: 'unverified', key: 'evt_skip', namespace: `editor-test:workflow:${wf}`, status: null, testRun: true });
+			expect(facts(fresh[0])).toMatchObject({ outcome: 'unverified', key: 'evt_skip', status: null, testRun: true, _ledger: { namespace: `editor-test:workflow:${wf}` } });
 			expect(test.runs('Gate')[0].hints).toEqual([expect.objectContaining({ message: expect.stringContaining('Skip the Ledger') })]);
 		}
 		expect(await rows('namespace LIKE $1', [`%${wf}`])).toEqual([]);

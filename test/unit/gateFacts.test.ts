@@ -1,0 +1,87 @@
+import { gateFactsOf, LEDGER_DETAILS } from '../../lib/n8n/facts';
+import { factsKey } from '../../lib/n8n/lineage';
+import type { LedgerRecord } from '../../lib/ledger/types';
+
+const at = (iso: string) => new Date(iso);
+const record: LedgerRecord = {
+	namespace: 'workflow:wf1',
+	key: 'evt_1',
+	step: '',
+	status: 'completed',
+	firstSeenAt: at('2026-11-22T09:14:03.120Z'),
+	updatedAt: at('2026-11-22T09:14:03.480Z'),
+	expiresAt: at('2026-12-22T09:14:03.480Z'),
+	attempts: 1,
+	leaseHolder: null,
+	leaseExpiresAt: null,
+	leaseRemainingMs: null,
+	fence: 7,
+	fingerprint: null,
+	phase: null,
+	previousStatus: null,
+	externalId: 'inv_1',
+	result: { ts: '1' },
+	version: null,
+};
+
+describe('a Dedupe Gate item\'s facts', () => {
+	test('on top only what a flow builder reads; the ledger details in one nested object', () => {
+		const facts = gateFactsOf('duplicate', 'workflow:wf1', 'evt_1', '', record);
+		expect(Object.keys(facts)).toEqual(['outcome', 'key', 'status', 'firstSeenAt', 'externalId', 'result', LEDGER_DETAILS]);
+		expect(facts).toEqual({
+			outcome: 'duplicate',
+			key: 'evt_1',
+			status: 'completed',
+			firstSeenAt: '2026-11-22T09:14:03.120Z',
+			externalId: 'inv_1',
+			result: { ts: '1' },
+			_ledger: {
+				namespace: 'workflow:wf1',
+				step: '',
+				fence: 7,
+				attempts: 1,
+				previousStatus: null,
+				updatedAt: '2026-11-22T09:14:03.480Z',
+				expiresAt: '2026-12-22T09:14:03.480Z',
+				leaseHolder: null,
+				leaseExpiresAt: null,
+				version: null,
+			},
+		});
+	});
+
+	test('doneWhen or reason and testRun sit on top, before the details', () => {
+		const fresh = gateFactsOf('new', 'editor-test:workflow:wf1', 'evt_1', '', record, { doneWhen: 'already' });
+		expect(Object.keys(fresh)).toEqual(['outcome', 'key', 'status', 'firstSeenAt', 'externalId', 'result', 'doneWhen', 'testRun', LEDGER_DETAILS]);
+		expect(fresh).toMatchObject({ doneWhen: 'already', testRun: true, _ledger: { namespace: 'editor-test:workflow:wf1' } });
+		const unverified = gateFactsOf('unverified', 'workflow:wf1', 'evt_1', 'invoice', null);
+		expect(unverified).toMatchObject({ outcome: 'unverified', key: 'evt_1', status: null, _ledger: { step: 'invoice', fence: null } });
+	});
+
+	test('the nodes after the gate find the gate\'s claim in the nested details, and the flat facts of the other nodes as before', () => {
+		expect(factsKey(gateFactsOf('new', 'workflow:wf1', 'evt_1', '', record))).toEqual({
+			namespace: 'workflow:wf1',
+			key: 'evt_1',
+			claim: { step: '', fence: 7 },
+		});
+		// Through a JSON round trip (queue mode, a saved execution, a Code node's copy).
+		expect(factsKey(JSON.parse(JSON.stringify(gateFactsOf('new', 'workflow:wf1', 'evt_1', 'invoice', record))))).toEqual({
+			namespace: 'workflow:wf1',
+			key: 'evt_1',
+			claim: { step: 'invoice', fence: 7 },
+		});
+		// A gate item without a claim (unverified) still names its key.
+		expect(factsKey(gateFactsOf('unverified', 'workflow:wf1', 'evt_1', '', null))).toEqual({ namespace: 'workflow:wf1', key: 'evt_1' });
+		// Start Step, Guarded Send, Mark Step Done: flat.
+		expect(factsKey({ namespace: 'workflow:wf1', key: 'evt_1', step: 'crm', fence: 3, region: 'Start' })).toEqual({
+			namespace: 'workflow:wf1',
+			key: 'evt_1',
+			claim: { step: 'crm', fence: 3 },
+			region: { start: 'Start', step: 'crm' },
+		});
+		// A Prompt Cache's facts name a prompt hash, not a unit of work.
+		expect(factsKey({ key: 'abc', [LEDGER_DETAILS]: { namespace: 'workflow:wf1', step: 'prompt-cache', fence: null } })).toBeNull();
+		// The key stays the builder's, on top: details alone name no unit.
+		expect(factsKey({ [LEDGER_DETAILS]: { namespace: 'workflow:wf1', key: 'evt_1', step: '', fence: 7 } })).toBeNull();
+	});
+});
