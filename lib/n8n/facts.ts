@@ -31,17 +31,23 @@ export const itemWithFacts = (item: INodeExecutionData, index: number, facts: ID
 export type Outcome = 'new' | 'duplicate' | 'in_progress' | 'mismatch' | 'unverified';
 
 // Rows claimed by one statement share their timestamps; formatting each instant once keeps
-// 10,000-item batches cheap.
+// 10,000-item batches cheap. The last instant is checked first: consecutive rows of a batch
+// mostly share it, and a comparison is cheaper than a map lookup.
 const isoCache = new Map<number, string>();
+let lastMs = NaN;
+let lastText = '';
 function iso(d: Date | null | undefined): string | null {
 	if (!d) return null;
 	const ms = d.getTime();
+	if (ms === lastMs) return lastText;
 	let text = isoCache.get(ms);
 	if (text === undefined) {
 		if (isoCache.size > 10_000) isoCache.clear();
 		text = d.toISOString();
 		isoCache.set(ms, text);
 	}
+	lastMs = ms;
+	lastText = text;
 	return text;
 }
 
@@ -123,8 +129,21 @@ export function gateFactsOf(
 export const PROMPT_CACHE_STEP = 'prompt-cache';
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
+// The In Progress items of a batch that another run holds share its claim's instants: each is
+// formatted once, not once per item.
+const localCache = new Map<string, string>();
 /** "2026-11-24 10:02:11" in the workflow's time zone (UTC when n8n names none it knows). */
 function localTime(date: Date, timeZone: string): string {
+	const id = `${timeZone}\u0000${date.getTime()}`;
+	const known = localCache.get(id);
+	if (known !== undefined) return known;
+	const text = formatLocal(date, timeZone);
+	if (localCache.size > 10_000) localCache.clear();
+	localCache.set(id, text);
+	return text;
+}
+
+function formatLocal(date: Date, timeZone: string): string {
 	let format = formatters.get(timeZone);
 	if (!format) {
 		try {

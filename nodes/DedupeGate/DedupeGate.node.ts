@@ -165,7 +165,7 @@ export class DedupeGate implements INodeType {
 						type: 'string',
 						default: '',
 						placeholder: 'e.g. body',
-						description: 'Comma-separated fields whose content must match when a key comes again. Empty compares the whole item (only "body" for Webhook items).',
+						description: 'Comma-separated fields whose content must match when a key comes again, unless "When the Content Differs" is "Treat as Duplicate". Empty compares the whole item (only "body" for Webhook items).',
 					},
 					editorTestRunsOption(true, '"Skip the Ledger" sends every item to New.'),
 					...durationOptions(LEASE),
@@ -191,7 +191,7 @@ export class DedupeGate implements INodeType {
 						name: 'onMismatch',
 						type: 'options',
 						options: [
-							{ name: 'Treat as Duplicate', value: 'duplicate', description: 'Send it to Duplicate, marked as a mismatch' },
+							{ name: 'Treat as Duplicate', value: 'duplicate', description: 'Send it to Duplicate like any repeat; content is not compared (the fastest)' },
 							{ name: 'Send to Its Own Output', value: 'route', description: 'Add a Payload Mismatch output for these items' },
 							{ name: 'Stop With an Error', value: 'error', description: 'Fail the item: one key must never carry different content' },
 						],

@@ -140,10 +140,13 @@ describe('Dedupe Gate in the real engine', () => {
 		expect(details(newer.outputs('Gate')[0][0]).version).toBe('2026-01-03T00:00:00Z');
 	});
 
-	test('payload mismatch: duplicate by default, its own output, or an error', async () => {
+	test('payload mismatch: not compared by default (a plain duplicate), its own output, or an error', async () => {
 		const base = { mode: 'seen' };
 		for (const [policy, check] of [
-			['duplicate', (r: EngineRunResult) => expect(facts(r.outputs('Gate')[1][0]).outcome).toBe('mismatch')],
+			['duplicate', (r: EngineRunResult) => {
+				expect(r.outputs('Gate')).toHaveLength(3);
+				expect(facts(r.outputs('Gate')[1][0]).outcome).toBe('duplicate');
+			}],
 			['route', (r: EngineRunResult) => {
 				expect(r.outputs('Gate')).toHaveLength(4);
 				expect(facts(r.outputs('Gate')[3][0]).outcome).toBe('mismatch');
@@ -154,12 +157,23 @@ describe('Dedupe Gate in the real engine', () => {
 			await run([{ id: 'm', total: 10 }], { ...base, options: { namespace, onMismatch: policy } });
 			check(await run([{ id: 'm', total: 99 }], { ...base, options: { namespace, onMismatch: policy } }));
 		}
-		// Webhook items compare their body only: new headers on a redelivery are no mismatch.
+		// A key let through while "Treat as Duplicate" compared nothing carries no fingerprint: a gate
+		// that compares finds nothing to compare it with (docs/nodes/dedupe-gate.md).
+		const unfingerprinted = 'engine-mismatch-unfingerprinted';
+		await run([{ id: 'm', total: 10 }], { ...base, options: { namespace: unfingerprinted } });
+		const later = await run([{ id: 'm', total: 99 }], { ...base, options: { namespace: unfingerprinted, onMismatch: 'route' } });
+		expect(later.outputs('Gate')[3]).toEqual([]);
+		expect(facts(later.outputs('Gate')[1][0]).outcome).toBe('duplicate');
+		// Webhook items compare their body only: new headers on a redelivery are no mismatch, a new body is.
 		const namespace = 'engine-webhook';
-		const delivery = (requestId: string) => ({ headers: { 'x-request-id': requestId }, body: { id: 'evt_w', amount: 5 }, query: {} });
-		await run([delivery('r1')], { ...base, options: { namespace }, keySource: 'field', keyField: 'body.id' });
-		const redelivery = await run([delivery('r2')], { ...base, options: { namespace }, keySource: 'field', keyField: 'body.id' });
+		const compare = { ...base, options: { namespace, onMismatch: 'route' }, keySource: 'field', keyField: 'body.id' };
+		const delivery = (requestId: string, amount = 5) => ({ headers: { 'x-request-id': requestId }, body: { id: 'evt_w', amount }, query: {} });
+		await run([delivery('r1')], compare);
+		const redelivery = await run([delivery('r2')], compare);
+		expect(redelivery.outputs('Gate')[3]).toEqual([]);
 		expect(facts(redelivery.outputs('Gate')[1][0]).outcome).toBe('duplicate');
+		const changed = await run([delivery('r3', 6)], compare);
+		expect(facts(changed.outputs('Gate')[3][0]).outcome).toBe('mismatch');
 	});
 
 	test('settings are read once per execution: 1,000 items cost no more parameter reads than 10', async () => {
