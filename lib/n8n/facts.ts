@@ -22,32 +22,36 @@ export function withFactsField(json: IDataObject, facts: IDataObject): IDataObje
 }
 
 /** An input item passed on with its facts: its binary data kept, paired with input item `index`. */
-export const itemWithFacts = (item: INodeExecutionData, index: number, facts: IDataObject): INodeExecutionData => ({
-	json: withFactsField(item.json, facts),
-	...(item.binary ? { binary: item.binary } : {}),
-	pairedItem: { item: index },
-});
+export const itemWithFacts = (item: INodeExecutionData, index: number, facts: IDataObject): INodeExecutionData =>
+	// Two literals, not a spread of a temporary object per item; the binary data is passed on, not copied.
+	item.binary
+		? { json: withFactsField(item.json, facts), binary: item.binary, pairedItem: { item: index } }
+		: { json: withFactsField(item.json, facts), pairedItem: { item: index } };
 
 export type Outcome = 'new' | 'duplicate' | 'in_progress' | 'mismatch' | 'unverified';
 
 // Rows claimed by one statement share their timestamps; formatting each instant once keeps
-// 10,000-item batches cheap. The last instant is checked first: consecutive rows of a batch
-// mostly share it, and a comparison is cheaper than a map lookup.
+// 10,000-item batches cheap. The last few instants are checked first: a row's four timestamps
+// (first seen, updated, expires, lease end) repeat row after row in a batch, and a comparison is
+// cheaper than a map lookup.
 const isoCache = new Map<number, string>();
-let lastMs = NaN;
-let lastText = '';
+const RECENT = 4;
+const recentMs = new Array<number>(RECENT).fill(NaN);
+const recentText = new Array<string>(RECENT).fill('');
+let recentNext = 0;
 function iso(d: Date | null | undefined): string | null {
 	if (!d) return null;
 	const ms = d.getTime();
-	if (ms === lastMs) return lastText;
+	for (let i = 0; i < RECENT; i++) if (recentMs[i] === ms) return recentText[i];
 	let text = isoCache.get(ms);
 	if (text === undefined) {
 		if (isoCache.size > 10_000) isoCache.clear();
 		text = d.toISOString();
 		isoCache.set(ms, text);
 	}
-	lastMs = ms;
-	lastText = text;
+	recentMs[recentNext] = ms;
+	recentText[recentNext] = text;
+	recentNext = (recentNext + 1) % RECENT;
 	return text;
 }
 

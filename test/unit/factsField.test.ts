@@ -1,4 +1,4 @@
-import { FACTS_FIELD, withFactsField } from '../../lib/n8n/facts';
+import { FACTS_FIELD, itemWithFacts, withFactsField } from '../../lib/n8n/facts';
 
 describe('withFactsField', () => {
 	const facts = { outcome: 'new' };
@@ -24,5 +24,16 @@ describe('withFactsField', () => {
 		expect((out as Record<string, unknown>).polluted).toBeUndefined();
 		expect(Object.prototype.hasOwnProperty.call(out, '__proto__')).toBe(true);
 		expect(JSON.stringify(out)).toBe(`{"id":"evt_2","__proto__":{"polluted":true},"${FACTS_FIELD}":{"outcome":"new"}}`);
+	});
+});
+
+describe('itemWithFacts', () => {
+	test('passes the binary data on as it is (not copied), pairs the item, and adds no binary field to an item without one', () => {
+		const binary = { data: { data: 'aGVsbG8=', mimeType: 'text/plain' } };
+		const withBinary = itemWithFacts({ json: { id: 'a' }, binary }, 3, { outcome: 'new' });
+		expect(withBinary.binary).toBe(binary);
+		expect(withBinary.pairedItem).toEqual({ item: 3 });
+		const plain = itemWithFacts({ json: { id: 'b' } }, 0, { outcome: 'new' });
+		expect(Object.keys(plain)).toEqual(['json', 'pairedItem']);
 	});
 });
