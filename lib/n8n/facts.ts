@@ -22,11 +22,11 @@ export function withFactsField(json: IDataObject, facts: IDataObject): IDataObje
 }
 
 /** An input item passed on with its facts: its binary data kept, paired with input item `index`. */
-export const itemWithFacts = (item: INodeExecutionData, index: number, facts: IDataObject): INodeExecutionData =>
-	// Two literals, not a spread of a temporary object per item; the binary data is passed on, not copied.
-	item.binary
-		? { json: withFactsField(item.json, facts), binary: item.binary, pairedItem: { item: index } }
-		: { json: withFactsField(item.json, facts), pairedItem: { item: index } };
+export const itemWithFacts = (item: INodeExecutionData, index: number, facts: IDataObject): INodeExecutionData => ({
+	json: withFactsField(item.json, facts),
+	...(item.binary ? { binary: item.binary } : {}),
+	pairedItem: { item: index },
+});
 
 export type Outcome = 'new' | 'duplicate' | 'in_progress' | 'mismatch' | 'unverified';
 
