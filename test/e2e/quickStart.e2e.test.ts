@@ -121,6 +121,12 @@ describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n
 				expect({ mode: latest.mode, status: latest.status }).toEqual({ mode: 'manual', status: 'success' });
 				outcomes.push(gateOutcome(latest));
 				work += nodeOutput(latest, 'Do the Work', 0).length;
+				if (outcomes.length === 2) {
+					// What a person sees on the Duplicate item: the facts a flow builder reads, the ledger's plumbing folded under _ledger.
+					const [facts] = nodeOutput(latest, 'Dedupe Gate', 1).map((json) => json.idempotency);
+					expect(Object.keys(facts)).toEqual(['outcome', 'key', 'status', 'firstSeenAt', 'externalId', 'result', 'testRun', '_ledger']);
+					expect(facts).toMatchObject({ outcome: 'duplicate', key: 'order-1', status: 'completed', _ledger: { namespace: `editor-test:workflow:${id}`, step: '' } });
+				}
 			}
 			expect(outcomes).toEqual(['New', 'Duplicate', 'Duplicate']);
 			expect(work).toBe(1);
