@@ -12,6 +12,7 @@ import type { Ledger } from '../ledger/types';
 import { postgresLedger } from '../ledger/postgres/connect';
 import { toUnavailable } from '../ledger/postgres/errors';
 import { redisLedger } from '../ledger/redis/connect';
+import { BUILTIN_CREDENTIAL, openBuiltinLedger, testBuiltinCredential } from './builtinCredential';
 import { POSTGRES_CREDENTIAL, postgresSettingsFrom, testPostgresConnection } from './postgresCredential';
 import { REDIS_CREDENTIAL, redisSettingsFrom, testRedisCredential } from './redisCredential';
 import { ACCEPT_KEY_LOSS, checkRedisForRun } from './redisSafety';
@@ -23,7 +24,16 @@ export const backendProperty: INodeProperties = {
 	type: 'options',
 	noDataExpression: true,
 	options: [
-		{ name: 'PostgreSQL', value: 'postgres', description: 'Durable; the recommended source of truth' },
+		{
+			name: 'Built-in (this n8n only)',
+			value: 'builtin',
+			description: 'Nothing to set up: a file in n8n\'s own folder. One n8n only: not in queue mode.',
+		},
+		{
+			name: 'PostgreSQL',
+			value: 'postgres',
+			description: 'Durable and shared: for more than one n8n process (queue mode), or the ledger in your database',
+		},
 		{
 			name: 'Redis',
 			value: 'redis',
@@ -44,13 +54,19 @@ export const ledgerCredentials: INodeCredentialDescription[] = [
 		name: POSTGRES_CREDENTIAL,
 		required: true,
 		testedBy: 'idempotencyPostgresApiTest',
-		displayOptions: { hide: { backend: ['redis'] } },
+		displayOptions: { hide: { backend: ['redis', 'builtin'] } },
 	},
 	{
 		name: REDIS_CREDENTIAL,
 		required: true,
 		testedBy: 'idempotencyRedisApiTest',
-		displayOptions: { hide: { backend: ['postgres'] } },
+		displayOptions: { hide: { backend: ['postgres', 'builtin'] } },
+	},
+	{
+		name: BUILTIN_CREDENTIAL,
+		required: true,
+		testedBy: 'idempotencyBuiltinApiTest',
+		displayOptions: { hide: { backend: ['postgres', 'redis'] } },
 	},
 ];
 
@@ -67,6 +83,12 @@ export const credentialTest = {
 	): Promise<INodeCredentialTestResult> {
 		return await testRedisCredential((credential.data ?? {}) as Record<string, unknown>);
 	},
+	async idempotencyBuiltinApiTest(
+		this: ICredentialTestFunctions,
+		credential: ICredentialsDecrypted,
+	): Promise<INodeCredentialTestResult> {
+		return await testBuiltinCredential((credential.data ?? {}) as Record<string, unknown>);
+	},
 };
 
 /**
@@ -76,15 +98,20 @@ export const credentialTest = {
  */
 export async function openLedger(ctx: IExecuteFunctions): Promise<Ledger> {
 	const backend = ctx.getNodeParameter('backend', 0, 'postgres') as unknown;
-	if (backend !== 'postgres' && backend !== 'redis') {
+	if (backend !== 'postgres' && backend !== 'redis' && backend !== 'builtin') {
 		// E.g. Idempotency Ledger's copy direction left in place after switching to another operation.
-		throw new LedgerInputError(`The ledger ${JSON.stringify(backend)} is not one of: postgres, redis`, 'Pick PostgreSQL or Redis in "Ledger".');
+		throw new LedgerInputError(`The ledger ${JSON.stringify(backend)} is not one of: builtin, postgres, redis`, 'Pick Built-in, PostgreSQL or Redis in "Ledger".');
 	}
 	return await openLedgerOf(ctx, backend);
 }
 
 /** The ledger of this node's credential of one kind (see openLedger). Idempotency Ledger's copy opens both. */
-export async function openLedgerOf(ctx: IExecuteFunctions, backend: 'postgres' | 'redis'): Promise<Ledger> {
+export async function openLedgerOf(ctx: IExecuteFunctions, backend: 'builtin' | 'postgres' | 'redis'): Promise<Ledger> {
+	if (backend === 'builtin') {
+		// Refuses queue mode, a Node.js without node:sqlite, a folder it cannot write and a network
+		// file system, before anything is claimed.
+		return await openBuiltinLedger((await ctx.getCredentials(BUILTIN_CREDENTIAL)) as Record<string, unknown>);
+	}
 	if (backend === 'redis') {
 		const data = (await ctx.getCredentials(REDIS_CREDENTIAL)) as Record<string, unknown>;
 		const settings = redisSettingsFrom(data);

@@ -16,7 +16,7 @@ const REDIS_HINT =
 	'The ledger no longer has the record this run\'s claim was for, and no other run holds it. On Redis this is what eviction (a maxmemory-policy other than noeviction under a memory limit) or a restart without persistence (no AOF, no RDB save rules) does; fix those settings (see the ledger credential docs). It is also what releasing the key with the Idempotency Ledger node does. A message whose record was lost can be sent again, with a new Idempotency-Key.';
 
 const POSTGRES_HINT =
-	'Nothing was overwritten. The record this run\'s claim was for is gone and no other run holds it: someone released the key with the Idempotency Ledger node (its audit says who), or the row was deleted from the ledger table. A later run may send it again; check the key with the Idempotency Ledger node (Get).';
+	'Nothing was overwritten. The record this run\'s claim was for is gone and no other run holds it: someone released the key with the Idempotency Ledger node (its audit says who), or the row was deleted from the ledger table (or the Built-in ledger\'s file). A later run may send it again; check the key with the Idempotency Ledger node (Get).';
 
 /**
  * The item error for a write whose claim's row is gone. `what` names the row, `when` what was

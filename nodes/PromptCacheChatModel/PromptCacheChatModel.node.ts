@@ -43,13 +43,19 @@ export class PromptCacheChatModel implements INodeType {
 				name: 'idempotencyPostgresApi',
 				required: true,
 				testedBy: 'idempotencyPostgresApiTest',
-				displayOptions: { hide: { backend: ['redis'] } },
+				displayOptions: { hide: { backend: ['redis', 'builtin'] } },
 			},
 			{
 				name: 'idempotencyRedisApi',
 				required: true,
 				testedBy: 'idempotencyRedisApiTest',
-				displayOptions: { hide: { backend: ['postgres'] } },
+				displayOptions: { hide: { backend: ['postgres', 'builtin'] } },
+			},
+			{
+				name: 'idempotencyBuiltinApi',
+				required: true,
+				testedBy: 'idempotencyBuiltinApiTest',
+				displayOptions: { hide: { backend: ['postgres', 'redis'] } },
 			},
 		],
 		properties: [

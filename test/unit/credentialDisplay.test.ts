@@ -36,6 +36,7 @@ describe('credentials and the parameters they depend on', () => {
 	test.each(nodes)('%s: exactly one ledger credential per backend', (_name, node) => {
 		expect(offered(node, { backend: 'postgres' }).filter((n) => n.startsWith('idempotency'))).toEqual(['idempotencyPostgresApi']);
 		expect(offered(node, { backend: 'redis' }).filter((n) => n.startsWith('idempotency'))).toEqual(['idempotencyRedisApi']);
+		expect(offered(node, { backend: 'builtin' }).filter((n) => n.startsWith('idempotency'))).toEqual(['idempotencyBuiltinApi']);
 	});
 
 	test('Idempotency Ledger: a copy offers both ledger credentials, the source and the target, in either direction', () => {

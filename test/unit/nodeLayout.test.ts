@@ -4,6 +4,7 @@ import { join } from 'path';
 import { NodeHelpers, type INodeParameters, type INodeType } from 'n8n-workflow';
 
 import { IdempotencyPostgresApi } from '../../credentials/IdempotencyPostgresApi.credentials';
+import { IdempotencyBuiltinApi } from '../../credentials/IdempotencyBuiltinApi.credentials';
 import { IdempotencyRedisApi } from '../../credentials/IdempotencyRedisApi.credentials';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
@@ -94,7 +95,7 @@ describe('node search and docs links', () => {
 		for (const url of urls) expect(url).not.toContain('#');
 	});
 
-	test.each([new IdempotencyPostgresApi(), new IdempotencyRedisApi()].map((c) => [c.name, c.documentationUrl]))(
+	test.each([new IdempotencyBuiltinApi(), new IdempotencyPostgresApi(), new IdempotencyRedisApi()].map((c) => [c.name, c.documentationUrl]))(
 		'%s: the credential docs link opens the credentials page, with no #anchor',
 		(_name, url) => {
 			expect(url).toBe('https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency/blob/main/docs/credentials.md');
