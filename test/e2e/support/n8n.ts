@@ -366,6 +366,12 @@ export interface StartOptions {
 	env?: Record<string, string | undefined>;
 	/** n8n's own PostgreSQL database; a fresh `n8n_e2e_<random>` by default. */
 	database?: string;
+	/**
+	 * n8n keeps its own data in SQLite (DB_TYPE sqlite, n8n's default: `database.sqlite` in the
+	 * user folder), as a default install does; no PostgreSQL database is created or used.
+	 * `database` then only names the log file.
+	 */
+	sqlite?: boolean;
 	/** Keep the database at stop() (it is dropped by default). */
 	keepDatabase?: boolean;
 	/** Keep a temp user folder at stop(). */
@@ -458,7 +464,7 @@ export class N8nInstance {
 	/** The environment n8n runs with (server and CLI share all but the ports). */
 	env(ports: { port: number; brokerPort: number } = this): NodeJS.ProcessEnv {
 		return childEnv(this.runtime, {
-			...dbEnv(this.database),
+			...(this.options.sqlite ? { DB_TYPE: 'sqlite' } : dbEnv(this.database)),
 			N8N_USER_FOLDER: this.userFolder,
 			N8N_LISTEN_ADDRESS: '127.0.0.1',
 			N8N_PORT: String(ports.port),
@@ -883,7 +889,7 @@ export class N8nInstance {
 		this.stopped = true;
 		await this.terminate();
 		await new Promise<void>((resolve) => (this.logStream ? this.logStream.end(resolve) : resolve()));
-		if (!this.options.keepDatabase) {
+		if (!this.options.keepDatabase && !this.options.sqlite) {
 			await adminQuery(`DROP DATABASE IF EXISTS "${this.database}" WITH (FORCE)`).catch(() => undefined);
 		}
 		if (this.ownsUserFolder && !this.options.keepUserFolder) {
@@ -917,7 +923,7 @@ export async function startN8n(options: StartOptions = {}): Promise<N8nInstance>
 	if (options.withPackage) await installPackage(userFolder);
 	const database = options.database ?? `n8n_e2e_${randomBytes(5).toString('hex')}`;
 	if (!/^[a-z_][a-z0-9_]*$/.test(database)) throw new Error(`database name ${database}: use [a-z0-9_]`);
-	if (!options.database) await adminQuery(`CREATE DATABASE "${database}"`);
+	if (!options.database && !options.sqlite) await adminQuery(`CREATE DATABASE "${database}"`);
 	const port = options.port ?? (await freePort());
 	let brokerPort = options.brokerPort ?? (await freePort());
 	while (brokerPort === port) brokerPort = await freePort();
