@@ -94,6 +94,30 @@ function toRecord(row: Row, now: number): LedgerRecord {
 	};
 }
 
+/** The record of a row a claim created (no row before it): its times are the transaction's. */
+function freshRecord(row: Row, t: { at: Date; expires: Date; leaseEnds: Date | null; leaseMs: number | null }): LedgerRecord {
+	return {
+		namespace: row.namespace,
+		key: row.key,
+		step: row.step,
+		status: row.status,
+		leaseHolder: row.lease_holder,
+		leaseExpiresAt: t.leaseEnds,
+		leaseRemainingMs: t.leaseMs,
+		fence: row.fence,
+		fingerprint: row.fingerprint,
+		version: row.version,
+		externalId: null,
+		result: null,
+		attempts: 1,
+		previousStatus: null,
+		firstSeenAt: t.at,
+		updatedAt: t.at,
+		expiresAt: t.expires,
+		phase: null,
+	};
+}
+
 const DECIMAL = /^-?[0-9]+(\.[0-9]+)?$/;
 
 /** Exact comparison of two decimal texts (no float rounding), like PostgreSQL numeric. */
@@ -298,6 +322,9 @@ export class SqliteLedger implements Ledger {
 			this.write((now) => {
 				let fence: number | null = null;
 				const blocked = new Map<string, number>();
+				// Every new row of this transaction shares its times: one set of Dates for all of them.
+				const at = new Date(now);
+				const fresh = { at, expires: new Date(now + ttlMs), leaseEnds: lease ? new Date(now + leaseMs) : null, leaseMs: lease ? leaseMs : null };
 				for (const index of chunk) {
 					const r = requests[index];
 					const fingerprint = r.fingerprint ?? null;
@@ -342,7 +369,7 @@ export class SqliteLedger implements Ledger {
 						expires_at: keepSending ? KEEP_UNTIL_RESOLVED : now + ttlMs,
 					};
 					this.put(row);
-					const record = toRecord(row, now);
+					const record = old ? toRecord(row, now) : freshRecord(row, fresh);
 					outcomes[index] = { kind: 'claimed', record, previousStatus: row.previous_status, previousPhase: old ? old.phase : null };
 				}
 				for (const [namespace, n] of blocked) {

@@ -44,7 +44,9 @@ export const MIGRATIONS: string[] = [
 		PRIMARY KEY (namespace, key, step)
 	);
 	CREATE INDEX IF NOT EXISTS ledger_expires_at_idx ON ledger (expires_at);
-	CREATE INDEX IF NOT EXISTS ledger_updated_idx ON ledger (updated_at, namespace, key, step);
+	-- Operators list what is open (in progress, failed, needs review); completed rows are the
+	-- bulk and are left out of this index, as in the PostgreSQL ledger.
+	CREATE INDEX IF NOT EXISTS ledger_open_idx ON ledger (status, updated_at) WHERE status <> 'completed';
 	CREATE TABLE IF NOT EXISTS counters (
 		namespace TEXT PRIMARY KEY,
 		duplicates_blocked INTEGER NOT NULL DEFAULT 0,
