@@ -6,6 +6,8 @@
 // 2. the same claim on Redis beside pipelined SET NX;
 // 3. Prompt Cache lookup latency (p50, p99 over 10,000 one-item lookups) on both backends,
 //    beside a primary-key SELECT / a GET;
+// 2b. the Built-in ledger (SQLite) beside the PostgreSQL gate of the same rounds (bench/builtin.js,
+//    on Node 24 in a child when this Node has no node:sqlite);
 // 4. a cache hit through Prompt Cache Chat Model (p50, p99 over 2,000 model.invoke() calls),
 //    beside the model's own call to an OpenAI-compatible stand-in on loopback.
 const { Pool } = require('pg');
@@ -136,6 +138,8 @@ async function main() {
 		);
 	}
 
+	console.log(`\n${builtinRows().join('\n')}`);
+
 	// Prompt Cache lookup latency.
 	const latency = ['', `Prompt Cache Lookup, ${LOOKUPS} one-item executions that hit (${100} distinct prompts; key receipts on, savings counted with prices set, one counter upsert each), latency per execution:`, '', '| scenario | p50 | p99 | p50 vs baseline | p99 vs baseline |', '|---|---|---|---|---|'];
 	const pgLookups = await lookupLatency({
@@ -192,6 +196,31 @@ async function main() {
 }
 
 const { nodeContext } = require('./context');
+
+/**
+ * The Built-in ledger's table (bench/builtin.js). It needs node:sqlite (Node.js 22.13+): on an
+ * older Node it runs in a child on the Node 24 that scripts/n8n-runtime.sh installs, and says so.
+ */
+function builtinRows() {
+	const { execFileSync } = require('child_process');
+	const path = require('path');
+	const [major, minor] = process.versions.node.split('.').map(Number);
+	const hasSqlite = major > 23 || (major === 23 && minor >= 4) || (major === 22 && minor >= 13);
+	let node = process.execPath;
+	let note = '';
+	if (!hasSqlite) {
+		const printed = execFileSync('bash', [path.join(__dirname, '..', 'scripts', 'n8n-runtime.sh'), 'node'], {
+			env: { ...process.env, N8N_VERSION: '2.41.1' },
+			encoding: 'utf8',
+			stdio: ['ignore', 'pipe', 'inherit'],
+		});
+		node = /^N8N_RUNTIME_NODE=(.*)$/m.exec(printed)?.[1];
+		if (!node) return ['Built-in ledger: SKIPPED, no Node 22.13+ (scripts/n8n-runtime.sh node printed none)'];
+		note = `(run in a child on Node 24: this bench runs on Node ${process.versions.node}, which has no node:sqlite)`;
+	}
+	const out = execFileSync(node, [path.join(__dirname, 'builtin.js')], { env: { ...process.env, DATABASE_URL: url }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+	return [...(note ? [note] : []), ...out.trim().split('\n')];
+}
 main().catch((error) => {
 	console.error(error);
 	process.exit(1);

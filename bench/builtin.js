@@ -1,0 +1,117 @@
+// npm run bench, the Built-in ledger's part (node:sqlite needs Node.js 22.13+). bench/run.js runs
+// this file in a child on Node 24 (scripts/n8n-runtime.sh node) when its own Node is older, and
+// prints its table. 10,000 distinct keys (first sight) and the same 10,000 again (duplicates),
+// median of runs, the scenarios taking turns within each round, in one process:
+// - baseline: INSERT OR IGNORE of the keys, one prepared statement per key, one transaction;
+// - ledger.claim in mode seen and lease;
+// - the Dedupe Gate node's execute() on the Built-in ledger, and on PostgreSQL (the target: the
+//   Built-in gate at least as fast as the PostgreSQL gate), in the same rounds.
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const { median, time } = require('./util');
+const { nodeContext } = require('./context');
+
+const N = Number(process.env.BENCH_KEYS || 10_000);
+const RUNS = Number(process.env.BENCH_RUNS || 7);
+const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+
+async function builtinSection() {
+	const { SqliteLedger, postgresLedger, closeAllPostgresLedgers, closeAllSqliteLedgers } = require('../dist/lib/ledger');
+	const { DedupeGate } = require('../dist/nodes/DedupeGate/DedupeGate.node');
+	const { DatabaseSync } = require('node:sqlite');
+	const suffix = Date.now().toString(36);
+	const home = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-builtin-'));
+	process.env.N8N_USER_FOLDER = home;
+	const file = path.join(home, '.n8n', 'bench.sqlite');
+	const ledger = new SqliteLedger({ file: path.join(home, 'ledger.sqlite') });
+	await ledger.ensureSchema();
+	const raw = new DatabaseSync(path.join(home, 'raw.sqlite'));
+	raw.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE seen (namespace TEXT, key TEXT, step TEXT, PRIMARY KEY (namespace, key, step))');
+	const insert = raw.prepare('INSERT OR IGNORE INTO seen (namespace, key, step) VALUES (?, ?, ?)');
+	const u = new URL(url);
+	const pgCredentials = { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1), user: decodeURIComponent(u.username), password: decodeURIComponent(u.password), ssl: 'disable', schema: 'public', table: `bench_builtin_${suffix}`, poolSize: 10 };
+	const pg = postgresLedger(pgCredentials);
+	await pg.ensureSchema();
+	const gate = new DedupeGate();
+	const keys = (ns) => Array.from({ length: N }, (_, i) => `evt_${ns}_${i}`);
+	const gateRun = (backend, credentials) => async (ns) => {
+		const items = keys(ns).map((id, i) => ({ json: { id, amount: i, customer: { email: `c${i}@example.com` } } }));
+		const ctx = nodeContext(gate, { parameters: { backend, keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: ns } }, items, credentials });
+		let out;
+		const first = await time(async () => (out = await gate.execute.call(ctx)));
+		if (out[0].length !== N) throw new Error(`${backend} first sight: ${out[0].length} new, expected ${N}`);
+		const dup = await time(async () => (out = await gate.execute.call(ctx)));
+		if (out[2].length !== N) throw new Error(`${backend} repeat: ${out[2].length} in progress, expected ${N}`);
+		return { first, dup };
+	};
+	const scenarios = {
+		'baseline: INSERT OR IGNORE per key, one transaction (SQLite)': async (ns) => {
+			const k = keys(ns);
+			const once = () => {
+				raw.exec('BEGIN IMMEDIATE');
+				for (const key of k) insert.run(ns, key, '');
+				raw.exec('COMMIT');
+			};
+			return { first: await time(once), dup: await time(once) };
+		},
+		'ledger.claim (mark seen), Built-in': async (ns) => {
+			const requests = keys(ns).map((key) => ({ namespace: ns, key, step: '', fingerprint: null }));
+			const opts = { mode: 'seen', holder: 'bench', leaseMs: 0, ttlMs: 86_400_000 };
+			return { first: await time(() => ledger.claim(requests, opts)), dup: await time(() => ledger.claim(requests, opts)) };
+		},
+		'ledger.claim (lease), Built-in': async (ns) => {
+			const requests = keys(ns).map((key) => ({ namespace: ns, key, step: '', fingerprint: null }));
+			const opts = { mode: 'lease', holder: 'bench', leaseMs: 600_000, ttlMs: 86_400_000 };
+			return { first: await time(() => ledger.claim(requests, opts)), dup: await time(() => ledger.claim(requests, opts)) };
+		},
+		'Dedupe Gate execute() (field "id", lease), Built-in': gateRun('builtin', { file }),
+		'Dedupe Gate execute() (field "id", lease), PostgreSQL': gateRun('postgres', pgCredentials),
+	};
+	const entries = Object.entries(scenarios);
+	for (const [name, run] of entries) await run(`warm_${name.length}_${suffix}`);
+	const results = entries.map(() => ({ firsts: [], dups: [] }));
+	for (let r = 0; r < RUNS; r++) {
+		for (let j = 0; j < entries.length; j++) {
+			const s = (r + j) % entries.length;
+			const res = await entries[s][1](`r${r}_${s}_${suffix}`);
+			results[s].firsts.push(res.first);
+			results[s].dups.push(res.dup);
+		}
+	}
+	const rows = entries.map(([name], s) => ({ name, first: median(results[s].firsts), dup: median(results[s].dups) }));
+	const pgGate = rows[rows.length - 1];
+	const fmt = (ms) => `${Math.round(N / (ms / 1000)).toLocaleString('en-US')}/s (${ms.toFixed(1)} ms)`;
+	const sqliteVersion = raw.prepare('SELECT sqlite_version() AS v').get().v;
+	const lines = [
+		`Built-in ledger (SQLite ${sqliteVersion}, node:sqlite, WAL, synchronous FULL), Node ${process.version}; keys per run: ${N}; median of ${RUNS} runs; ratios to the PostgreSQL gate of the same rounds (higher: faster):`,
+		'',
+		'| scenario | first sight | ratio to PostgreSQL gate | all duplicates | ratio to PostgreSQL gate |',
+		'|---|---|---|---|---|',
+		...rows.map((r) => `| ${r.name} | ${fmt(r.first)} | ${(pgGate.first / r.first).toFixed(2)} | ${fmt(r.dup)} | ${(pgGate.dup / r.dup).toFixed(2)} |`),
+	];
+	raw.close();
+	await ledger.close();
+	await closeAllSqliteLedgers();
+	await pg.purgeExpired(0);
+	const { Pool } = require('pg');
+	const pool = new Pool({ connectionString: url, max: 1 });
+	for (const t of ['', '_counters', '_checkpoints', '_audit', '_daily', '_migrations']) await pool.query(`DROP TABLE IF EXISTS "bench_builtin_${suffix}${t}"`);
+	await pool.end();
+	await closeAllPostgresLedgers();
+	fs.rmSync(home, { recursive: true, force: true });
+	return lines;
+}
+
+module.exports = { builtinSection };
+
+if (require.main === module) {
+	builtinSection().then(
+		(lines) => console.log(lines.join('\n')),
+		(error) => {
+			console.error(error);
+			process.exit(1);
+		},
+	);
+}
