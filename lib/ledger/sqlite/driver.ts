@@ -34,15 +34,15 @@ export function nodeHasSqlite(version = process.versions.node): boolean {
 let loaded: SqliteModule | null = null;
 
 /** `node:sqlite`, or an error that says which Node.js is needed and what to use instead. */
-export function loadSqlite(): SqliteModule {
-	if (loaded) return loaded;
+export function loadSqlite(version = process.versions.node): SqliteModule {
 	const refuse = () =>
 		new LedgerUnavailableError(
-			`The Built-in ledger needs Node.js 22.13 or newer (n8n 1.x images ship Node 22, n8n 2.x Node 24); this n8n runs on Node ${process.versions.node}`,
+			`The Built-in ledger needs Node.js 22.13 or newer (n8n 1.x images ship Node 22, n8n 2.x Node 24); this n8n runs on Node ${version}`,
 			'Update n8n (or the Node.js it runs on), or use the PostgreSQL or Redis ledger.',
 			'NODE_TOO_OLD',
 		);
-	if (!nodeHasSqlite()) throw refuse();
+	if (!nodeHasSqlite(version)) throw refuse();
+	if (loaded) return loaded;
 	try {
 		// Required here, not imported at the top: see the comment at the head of this file.
 		loaded = require('node:sqlite') as SqliteModule;
