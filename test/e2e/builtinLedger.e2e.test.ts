@@ -102,12 +102,12 @@ describe('e2e: the Built-in ledger, n8n on SQLite, no PostgreSQL', () => {
 	}, 300_000);
 
 	/** Webhook → Dedupe Gate → Guarded Send (POST /v1/charges, Idempotency-Key) → Mark Step Done, on the Built-in ledger. */
-	function stormFlow(name: string, webhookPath: string, gateLeaseSeconds: number, sendLeaseSeconds: number): WorkflowJson {
+	function stormFlow(name: string, webhookPath: string, gateLeaseSeconds: number, send: { leaseSeconds: number; timeoutSeconds: number }): WorkflowJson {
 		const flow = guardedFlow(
 			name,
 			webhookPath,
 			onBuiltin(dedupeGate(ledger, gateLeaseSeconds), ledger),
-			onBuiltin(httpSend(ledger, `${api.url}/v1/charges`, { leaseSeconds: sendLeaseSeconds, timeoutSeconds: 10 }), ledger),
+			onBuiltin(httpSend(ledger, `${api.url}/v1/charges`, send), ledger),
 			onBuiltin(markDone(ledger), ledger),
 			'lastNode',
 		);
@@ -117,7 +117,7 @@ describe('e2e: the Built-in ledger, n8n on SQLite, no PostgreSQL', () => {
 	const chargesOf = (id: string) => api.actions.filter((a) => (a.body as { event?: string } | null)?.event === id).length;
 
 	test('b. the storm: 200 ids × 5 copies, 16 in flight: 200 sends, none twice', async () => {
-		const id = await n8n!.deploy(stormFlow('built-in storm', 'builtin-storm', 300, 60));
+		const id = await n8n!.deploy(stormFlow('built-in storm', 'builtin-storm', 300, { leaseSeconds: 60, timeoutSeconds: 10 }));
 		const run = Date.now().toString(36);
 		const ids = Array.from({ length: 200 }, (_, i) => `storm-${i}-${run}`);
 		const deliveries = ids.flatMap((e) => [e, e, e, e, e]).sort(() => Math.random() - 0.5);
@@ -140,7 +140,7 @@ describe('e2e: the Built-in ledger, n8n on SQLite, no PostgreSQL', () => {
 
 	test('c. kill -9 of n8n mid-storm, restart, every id delivered again until settled: 0 twice, 0 lost', async () => {
 		// Short leases, so that deliveries after the restart can take over what the killed n8n held.
-		const id = await n8n!.deploy(stormFlow('built-in storm, kill -9', 'builtin-kill', 3, 5));
+		const id = await n8n!.deploy(stormFlow('built-in storm, kill -9', 'builtin-kill', 3, { leaseSeconds: 5, timeoutSeconds: 2 }));
 		const namespace = `workflow:${id}`;
 		const run = Date.now().toString(36);
 		const ids = Array.from({ length: 200 }, (_, i) => `kill-${i}-${run}`);
