@@ -86,14 +86,16 @@ const removeDuplicates = (extra: object = {}, dedupeValue = '={{ $json.id }}') =
 		extra,
 	);
 
-const dedupeGate = (namespace: string, key: object, credentialId: string, mode: 'seen' | 'lease' = 'seen', backend: 'postgres' | 'redis' = 'postgres') =>
+const CREDENTIAL_TYPE = { postgres: 'idempotencyPostgresApi', redis: 'idempotencyRedisApi', builtin: 'idempotencyBuiltinApi' } as const;
+
+const dedupeGate = (namespace: string, key: object, credentialId: string, mode: 'seen' | 'lease' = 'seen', backend: keyof typeof CREDENTIAL_TYPE = 'postgres') =>
 	node(
 		'Under Test',
 		'n8n-nodes-idempotency.dedupeGate',
 		1,
 		[440, 0],
-		{ ...(backend === 'redis' ? { backend } : {}), mode, options: { namespace }, ...key },
-		{ credentials: { [backend === 'redis' ? 'idempotencyRedisApi' : 'idempotencyPostgresApi']: { id: credentialId, name: 'Ledger' } } },
+		{ ...(backend !== 'postgres' ? { backend } : {}), mode, options: { namespace }, ...key },
+		{ credentials: { [CREDENTIAL_TYPE[backend]]: { id: credentialId, name: 'Ledger' } } },
 	);
 
 function manualWorkflow(name: string, underTest: object): WorkflowJson {
@@ -154,12 +156,13 @@ async function quiesce() {
 	}
 }
 
-async function throughput(n8n: N8nInstance, credentialId: string, redisCredentialId: string) {
+async function throughput(n8n: N8nInstance, credentialId: string, redisCredentialId: string, builtinCredentialId: string) {
 	const variants = (
 		[
 			['rd', 'Remove Duplicates v2, `={{ $json.id }}` (baseline)', () => removeDuplicates()],
 			['field', 'Dedupe Gate, Key From: Field Name `id`', (r) => dedupeGate(`h2h-field-${r}`, { keySource: 'field', keyField: 'id' }, credentialId)],
 			['redis', 'Dedupe Gate on Redis, Key From: Field Name `id`', (r) => dedupeGate(`h2h-redis-${r}`, { keySource: 'field', keyField: 'id' }, redisCredentialId, 'seen', 'redis')],
+			['builtin', 'Dedupe Gate on the Built-in ledger (SQLite file), Key From: Field Name `id`', (r) => dedupeGate(`h2h-builtin-${r}`, { keySource: 'field', keyField: 'id' }, builtinCredentialId, 'seen', 'builtin')],
 			['fast', 'Dedupe Gate, `={{ $json.id }}` (fast path)', (r) => dedupeGate(`h2h-fast-${r}`, { keySource: 'expression', keyExpression: '={{ $json.id }}' }, credentialId)],
 			['paired', "Dedupe Gate, `={{ $('Items').item.json.id }}` (read from the paired item)", (r) => dedupeGate(`h2h-paired-${r}`, { keySource: 'expression', keyExpression: PAIRED_PATH_KEY }, credentialId)],
 			['batched', "Dedupe Gate, `={{ 'k-' + $json.id }}` (engine path, batched)", (r) => dedupeGate(`h2h-engine-${r}`, { keySource: 'expression', keyExpression: ENGINE_KEY }, credentialId)],
@@ -397,7 +400,8 @@ async function main() {
 			type: 'idempotencyRedisApi',
 			data: { host: redis.hostname, port: Number(redis.port || 6379), password: decodeURIComponent(redis.password), database: 0, prefix: table },
 		});
-		if (parts.has('throughput')) await throughput(n8n, credential.id, redisCredential.id);
+		const builtinCredential = await n8n.createCredential({ name: 'Built-in Ledger', type: 'idempotencyBuiltinApi', data: { file: `${table}.sqlite` } });
+		if (parts.has('throughput')) await throughput(n8n, credential.id, redisCredential.id, builtinCredential.id);
 		if (parts.has('concurrency')) await concurrency(n8n, credential.id);
 		if (parts.has('roundtrips')) await roundTrips(n8n);
 		if (parts.has('breakdown')) await breakdown(n8n, credential.id);
