@@ -92,10 +92,13 @@ const cache = new Map<string, SqliteLedger>();
 export function sqliteLedger(settings: SqliteSettings): SqliteLedger {
 	loadSqlite();
 	const file = ledgerFilePath(settings);
-	let ledger = cache.get(file);
+	const sweep = settings.purge !== false;
+	// By file and sweep setting: two credentials on one file share it as two connections.
+	const key = `${file}\u0000${sweep}`;
+	let ledger = cache.get(key);
 	if (!ledger) {
-		ledger = new SqliteLedger({ file, autoPurge: settings.purge === false ? undefined : { everyMs: 5 * 60_000, batch: 5_000 } });
-		cache.set(file, ledger);
+		ledger = new SqliteLedger({ file, autoPurge: sweep ? { everyMs: 5 * 60_000, batch: 5_000 } : undefined });
+		cache.set(key, ledger);
 	}
 	return ledger;
 }
