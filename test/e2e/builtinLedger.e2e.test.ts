@@ -209,7 +209,9 @@ describe('e2e: the Built-in ledger refuses queue mode (main + 1 worker)', () => 
 		await n8n.startWorker();
 		const created = await n8n.createCredential({ name: 'Built-in Ledger', type: 'idempotencyBuiltinApi', data: {} });
 		const ref = { id: created.id, name: created.name };
-		const hook = webhook('builtin-queue', 'onReceived');
+		// A path of its own: in queue mode n8n caches webhooks in Redis, which other instances share.
+		const hookPath = `builtin-queue-${Date.now().toString(36)}`;
+		const hook = webhook(hookPath, 'onReceived');
 		const gate = node('Dedupe Gate', 'n8n-nodes-idempotency.dedupeGate', { backend: 'builtin', keyExpression: '={{ $json.body.id }}' }, {
 			credentials: { idempotencyBuiltinApi: ref },
 		});
@@ -223,7 +225,7 @@ describe('e2e: the Built-in ledger refuses queue mode (main + 1 worker)', () => 
 			},
 			settings: { executionOrder: 'v1' },
 		});
-		expect((await n8n.post('builtin-queue', { id: 'order-1' })).status).toBe(200);
+		expect((await n8n.post(hookPath, { id: 'order-1' })).status).toBe(200);
 		const [execution] = await n8n.waitForExecutions(id, 1, { includeData: true, timeoutMs: 120_000 });
 		expect(execution.status).toBe('error');
 		const runData = execution.data!.resultData.runData;
