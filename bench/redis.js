@@ -43,20 +43,21 @@ async function redisSection({ N, RUNS, url }) {
 			return { first, dup: await time(() => ledger.claim(requests, opts)), trips };
 		},
 	};
-	const rows = [];
-	for (const [name, run] of Object.entries(scenarios)) {
-		await run(`warm${name.length}`);
-		const firsts = [];
-		const dups = [];
-		let trips = 0;
-		for (let r = 0; r < RUNS; r++) {
-			const res = await run(`r${r}n${name.length}`);
-			firsts.push(res.first);
-			dups.push(res.dup);
-			trips = res.trips;
+	// Round-robin, as the PostgreSQL part: every round runs each scenario once, starting with a
+	// different one each round, so a busy moment slows all scenarios alike.
+	const entries = Object.entries(scenarios);
+	for (const [name, run] of entries) await run(`warm${name.length}`);
+	const results = entries.map(() => ({ firsts: [], dups: [], trips: 0 }));
+	for (let r = 0; r < RUNS; r++) {
+		for (let j = 0; j < entries.length; j++) {
+			const s = (r + j) % entries.length;
+			const res = await entries[s][1](`r${r}n${entries[s][0].length}`);
+			results[s].firsts.push(res.first);
+			results[s].dups.push(res.dup);
+			results[s].trips = res.trips;
 		}
-		rows.push({ name, first: median(firsts), dup: median(dups), trips });
 	}
+	const rows = entries.map(([name], s) => ({ name, first: median(results[s].firsts), dup: median(results[s].dups), trips: results[s].trips }));
 	// Clean up every key under the prefix.
 	let cursor = '0';
 	do {

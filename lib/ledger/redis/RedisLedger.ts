@@ -80,6 +80,22 @@ interface Call {
 const opt = (v: string | null | undefined) => (v === null || v === undefined ? '' : `=${v}`);
 const date = (v: number | null | undefined) => (v === null || v === undefined ? null : new Date(v));
 
+const LONE_SURROGATE_POSSIBLE = /[\ud800-\udfff]/;
+/**
+ * The text as Redis stores it: UTF-8, where a lone UTF-16 surrogate cannot be and becomes U+FFFD,
+ * as when the text travels as a script argument of its own.
+ */
+const wellFormed = (s: string) => (LONE_SURROGATE_POSSIBLE.test(s) ? Buffer.from(s, 'utf8').toString('utf8') : s);
+const jsonText = (s: string) => JSON.stringify(wellFormed(s));
+
+/** The start of a claimed row's JSON text, as the claim script takes it (see CLAIM in scripts.ts). */
+function rowHead(r: ClaimRequest): string {
+	let head = `{"k":${jsonText(r.key)},"s":${jsonText(r.step)}`;
+	if (r.fingerprint !== null && r.fingerprint !== undefined) head += `,"fp":${jsonText(r.fingerprint)}`;
+	if (r.version !== null && r.version !== undefined) head += `,"v":${jsonText(r.version)}`;
+	return head;
+}
+
 /**
  * A row as the scripts return it: its JSON text, and the milliseconds its lease had left by the
  * script's clock (null without a lease). Nothing here reads the host's clock.
@@ -254,6 +270,9 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		if (this.client.status === 'wait') await this.send(() => this.client.connect());
 		const key = versionKey(this.prefix);
 		const [, version] = await this.pipeline((p) => p.set(key, String(LAYOUT_VERSION), 'NX').get(key));
+		// An older layout this version reads (see keys.ts) is marked as this one: from now on rows are
+		// written in this layout, which the versions that wrote the older one would not fully read.
+		if (Number(version) < LAYOUT_VERSION) await this.send(() => this.client.set(key, String(LAYOUT_VERSION)));
 		if (Number(version) > LAYOUT_VERSION) {
 			throw new LedgerError(
 				`The Redis keys under the prefix "${this.prefix}" were written by a newer version of this package (layout ${String(version)})`,
@@ -270,31 +289,65 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		// Retention never shorter than the lease: a row cannot expire while a run holds it.
 		const ttlMs = Math.max(0, Math.round(effectiveTtlMs(options)));
 		const leaseRemaining = options.mode === 'lease' ? leaseMs : null;
+		const holder = String(options.holder ?? '');
 		const calls = chunks.map(({ namespace, indexes }): Call => {
 			const k = namespaceKeys(this.prefix, namespace);
-			const members = indexes.map((i) => member(requests[i].key, requests[i].step));
-			const args: Array<string | number> = [options.mode, String(options.holder ?? ''), leaseMs, ttlMs, options.reclaimOwnLease ? '1' : '', indexes.length];
-			indexes.forEach((i, j) => {
+			const keys = k.fixed.slice();
+			const args: Array<string | number> = [options.mode, holder, leaseMs, ttlMs, options.reclaimOwnLease ? '1' : '', indexes.length];
+			for (const i of indexes) {
 				const r = requests[i];
-				args.push(members[j], r.key, r.step, opt(r.fingerprint), opt(r.version));
-			});
-			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(requests[i].key))];
+				keys.push(k.row(member(r.key, r.step)));
+				args.push(rowHead(r));
+			}
 			return { name: 'idemLedgerClaim', namespace, keys, args };
 		});
 		const replies = await this.run(calls, [...new Set(chunks.map((c) => c.namespace))]);
 		replies.forEach((reply, c) => {
 			const { namespace, indexes } = chunks[c];
 			const flat = reply as Array<number | string | null>;
+			// The script's clock, the token of this call's claims, one code per request, then two
+			// values for each request not claimed fresh (see CLAIM).
+			const now = Number(flat[0]);
+			const fence = flat[1] === null ? null : Number(flat[1]);
+			const codes = String(flat[2]);
+			let next = 3;
 			indexes.forEach((index, j) => {
-				const claimed = flat[j * 3];
-				const text = flat[j * 3 + 1];
+				const code = codes.charCodeAt(j);
+				if (code === 50 /* '2' */) {
+					// A key without a live row: the script wrote exactly this row.
+					const r = requests[index];
+					const record: LedgerRecord = {
+						namespace,
+						key: wellFormed(r.key),
+						step: wellFormed(r.step),
+						status: options.mode === 'lease' ? 'in_progress' : 'completed',
+						leaseHolder: options.mode === 'lease' ? holder : null,
+						leaseExpiresAt: options.mode === 'lease' ? new Date(now + leaseMs) : null,
+						leaseRemainingMs: leaseRemaining,
+						fence,
+						fingerprint: r.fingerprint === null || r.fingerprint === undefined ? null : wellFormed(r.fingerprint),
+						version: r.version === null || r.version === undefined ? null : wellFormed(r.version),
+						externalId: null,
+						result: null,
+						attempts: 1,
+						previousStatus: null,
+						firstSeenAt: new Date(now),
+						updatedAt: new Date(now),
+						expiresAt: new Date(now + ttlMs),
+						phase: null,
+					};
+					outcomes[index] = { kind: 'claimed', record, previousStatus: null, previousPhase: null };
+					return;
+				}
+				const text = flat[next];
 				// Claimed: the phase the replaced row had reached. Blocked: its lease ms left.
-				const third = flat[j * 3 + 2];
-				if (claimed === 1) {
+				const second = flat[next + 1];
+				next += 2;
+				if (code === 49 /* '1' */) {
 					const record = toRecord(namespace, text, leaseRemaining);
-					outcomes[index] = { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase: (third as string | null) ?? null };
+					outcomes[index] = { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase: (second as string | null) ?? null };
 				} else {
-					outcomes[index] = classifyExisting(toRecord(namespace, text, third), requests[index], options.mode);
+					outcomes[index] = classifyExisting(toRecord(namespace, text, second), requests[index], options.mode);
 				}
 			});
 		});
@@ -323,7 +376,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 				args.push(members[j], r.key, r.step, r.status, opt(r.fingerprint), opt(externalId), opt(result), opt(fence));
 				args.push(r.claim ? `=${member(r.key, r.claim.step)}` : '', opt(claimFence), r.keepSending === true ? '1' : '');
 			});
-			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(requests[i].key))];
+			const keys = [...k.fixed, ...members.map(k.row)];
 			return { name: 'idemLedgerRecord', namespace, keys, args };
 		});
 		const replies = await this.run(calls, [...new Set(chunks.map((c) => c.namespace))]);
@@ -364,7 +417,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			const members = indexes.map((i) => member(rows[i].key, rows[i].step));
 			const args: Array<string | number> = [value, indexes.length];
 			indexes.forEach((i, j) => args.push(members[j], String(rows[i].fence)));
-			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(rows[i].key))];
+			const keys = [...k.fixed, ...members.map(k.row)];
 			return { name, namespace, keys, args };
 		});
 		const replies = await this.run(calls);

@@ -7,7 +7,11 @@ import { STATUSES } from '../types';
  *
  *   {p:ns}:r:<key>:<step>     string, one row as JSON, expires natively at its expires_at (a row
  *                             in a marked phase, e.g. `sending`, at 9999-12-31: kept until resolved)
- *   {p:ns}:k:<key>            set of the row members of one key (for get and release)
+ *   {p:ns}:members            sorted set (all scores 0, so in byte order) of the row members;
+ *                             the steps of one key are the range `<key>:` to `<key>;` (get, release)
+ *   {p:ns}:k:<key>            layout 1 only: set of the row members of one key, expiring with its
+ *                             longest-lived row. Layout 2 writes none; get and release still read
+ *                             those a layout 1 writer left, until they expire.
  *   {p:ns}:idx                sorted set, member -> updated_at (list order, paging)
  *   {p:ns}:st:<status>        sorted set per status, member -> expires_at (counts, purge)
  *   {p:ns}:lease              sorted set of in_progress rows, member -> lease_expires_at (stuck)
@@ -25,7 +29,13 @@ import { STATUSES } from '../types';
  * namespace, key or step can break out of its place in a key name or the hash tag.
  */
 
-export const LAYOUT_VERSION = 1;
+/**
+ * 2: the steps of a key are found in `{p:ns}:members`, one sorted set per namespace written in
+ * bulk by each script call, instead of a set per key written row by row (three commands and a key
+ * per row). Rows themselves are stored as in layout 1; layout 1 data is read as it is, and the
+ * first ledger of this version on a prefix marks it as layout 2 (see RedisLedger.checkLayout).
+ */
+export const LAYOUT_VERSION = 2;
 
 const PREFIX = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -39,7 +49,9 @@ export function assertPrefix(value: unknown): string {
 	return value;
 }
 
-export const esc = (s: string) => s.replace(/[%:{}]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+const ESCAPED = /[%:{}]/;
+export const esc = (s: string) =>
+	ESCAPED.test(s) ? s.replace(/[%:{}]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`) : s;
 
 export const member = (key: string, step: string) => `${esc(key)}:${esc(step)}`;
 
@@ -56,7 +68,9 @@ export function namespaceKeys(prefix: string, namespace: string) {
 			...STATUSES.map((s) => `${base}st:${s}`),
 		],
 		row: (m: string) => `${base}r:${m}`,
+		/** Layout 1's set of the members of one key; its name also carries the key to the scripts. */
 		steps: (key: string) => `${base}k:${esc(key)}`,
+		members: `${base}members`,
 		checkpoint: (name: string) => `${base}cp:${esc(name)}`,
 		audit: `${base}audit`,
 		/** The start of the day keys; the scripts append the date, which only the server's clock decides. */

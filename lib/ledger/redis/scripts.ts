@@ -1,8 +1,9 @@
 /**
  * Lua scripts of the Redis ledger. Each runs atomically on the server and takes its time from
  * the server (`TIME`), never from the client clock. Row scripts get the eight fixed keys of one
- * namespace (see keys.ts) as KEYS[1..8]; optional values travel in ARGV as '' (nil) or
- * '=' .. value. Needs Redis 5 or newer.
+ * namespace (see keys.ts) as KEYS[1..8]; keys a script builds itself from them (the members
+ * index, rows named by member) carry the same hash tag, so stay on the same cluster slot. Optional
+ * values travel in ARGV as '' (nil) or '=' .. value. Needs Redis 5 or newer.
  */
 import { TRANSFER_RANK_LUA } from '../transfer';
 import { COUNTS_KEPT_DAYS } from '../types';
@@ -128,20 +129,47 @@ local function put(rk, row)
 	redis.call('SET', rk, raw, 'PX', fmt(math.max(1, row.e - now)))
 	return raw
 end
--- The step set of a member: the key part of a member never holds a raw ':' (see keys.ts).
+-- The layout 1 step set of a member (a set per key, written by versions before layout 2; read
+-- until it expires). The key part of a member never holds a raw ':' (see keys.ts).
 local function stepset(m)
 	return BASE .. 'k:' .. string.match(m, '^[^:]*')
 end
--- Forgets a member everywhere: every index and its key's step set.
+-- Layout 2: one sorted set of the namespace's row members, all scored 0, so in byte order: the
+-- steps of a key are the members from '<key>:' to '<key>;' (';' follows ':'). A member of the
+-- empty step ('<key>:', the usual one) is not in it: its row key is known from the key alone.
+local MEMBERS = BASE .. 'members'
+local function inmembers(m)
+	return string.byte(m, -1) ~= 58
+end
+-- The members of one (escaped) key: its empty step's when that row exists, layout 2's range,
+-- then any left in a layout 1 step set.
+local function keymembers(ekey)
+	local out, seen = {}, {}
+	local plain = ekey .. ':'
+	if redis.call('EXISTS', BASE .. 'r:' .. plain) == 1 then
+		seen[plain] = true
+		out[1] = plain
+	end
+	for _, m in ipairs(redis.call('ZRANGEBYLEX', MEMBERS, '(' .. plain, '(' .. ekey .. ';')) do
+		seen[m] = true
+		out[#out + 1] = m
+	end
+	for _, m in ipairs(redis.call('SMEMBERS', BASE .. 'k:' .. ekey)) do
+		if not seen[m] then out[#out + 1] = m end
+	end
+	return out
+end
+-- Forgets a member everywhere: every index, and a layout 1 step set.
 local function unindex(m)
 	redis.call('ZREM', IDX, m)
 	redis.call('ZREM', LEASE, m)
 	redis.call('ZREM', IPFS, m)
 	for _, s in ipairs(STATUSES) do redis.call('ZREM', ST[s], m) end
+	redis.call('ZREM', MEMBERS, m)
 	redis.call('SREM', stepset(m), m)
 end
 -- Writes a whole row and keeps every index in step with it. Returns the row's text.
-local function store(rk, sk, m, row, old)
+local function store(rk, m, row, old)
 	if old then
 		if old.st ~= row.st then redis.call('ZREM', ST[old.st], m) end
 	elseif redis.call('ZSCORE', IDX, m) then
@@ -158,10 +186,68 @@ local function store(rk, sk, m, row, old)
 		redis.call('ZREM', LEASE, m)
 		redis.call('ZREM', IPFS, m)
 	end
-	redis.call('SADD', sk, m)
-	local ttl = redis.call('PTTL', sk)
-	if ttl < 0 or now + ttl < row.e then redis.call('PEXPIREAT', sk, fmt(row.e)) end
+	if inmembers(m) then redis.call('ZADD', MEMBERS, 0, m) end
 	return raw
+end
+-- The same writes as store, for many rows of one script call: each row is SET at once, its index
+-- entries are gathered and written per index at the end (flush), a few commands per call instead
+-- of several per row. Only for calls whose rows are distinct and that read no index meanwhile.
+local staged = {adds = {}, rems = {}}
+local function stageadd(z, score, m)
+	local t = staged.adds[z]
+	if not t then
+		t = {}
+		staged.adds[z] = t
+	end
+	t[#t + 1] = score
+	t[#t + 1] = m
+end
+local function stagerem(z, m)
+	local t = staged.rems[z]
+	if not t then
+		t = {}
+		staged.rems[z] = t
+	end
+	t[#t + 1] = m
+end
+local function stage(rk, m, row, old)
+	local raw = put(rk, row)
+	if old then
+		if old.st ~= row.st then stagerem(ST[old.st], m) end
+		if old.st == 'in_progress' and row.st ~= 'in_progress' then
+			stagerem(LEASE, m)
+			stagerem(IPFS, m)
+		end
+	else
+		-- No live row: an expired one may have left entries in indexes this write does not
+		-- overwrite (ZREM of an absent member does nothing).
+		for _, s in ipairs(STATUSES) do
+			if s ~= row.st then stagerem(ST[s], m) end
+		end
+		if row.st ~= 'in_progress' then
+			stagerem(LEASE, m)
+			stagerem(IPFS, m)
+		end
+	end
+	stageadd(IDX, fmt(row.u), m)
+	stageadd(ST[row.st], fmt(row.e), m)
+	if row.st == 'in_progress' then
+		stageadd(LEASE, fmt(row.le), m)
+		stageadd(IPFS, fmt(row.fs), m)
+	end
+	if inmembers(m) then stageadd(MEMBERS, 0, m) end
+	return raw
+end
+-- Sends a long argument list in slices (Lua's unpack has a stack limit).
+local function inslices(cmd, z, list, width)
+	for i = 1, #list, width do
+		redis.call(cmd, z, unpack(list, i, math.min(#list, i + width - 1)))
+	end
+end
+local function flush()
+	for z, list in pairs(staged.rems) do inslices('ZREM', z, list, 1000) end
+	for z, list in pairs(staged.adds) do inslices('ZADD', z, list, 1000) end
+	staged = {adds = {}, rems = {}}
 end
 -- Rank of the first member of sorted set z after (score, member), members of one score being in
 -- byte order: a binary search within the ranks of that score.
@@ -177,27 +263,53 @@ end
 `;
 
 /**
- * KEYS: 8 fixed, n row keys, n step-set keys.
+ * KEYS: 8 fixed, then n row keys (the member of a row is its key after BASE .. 'r:').
  * ARGV: mode, holder, leaseMs, ttlMs (never shorter than the lease in mode lease), reclaimOwn
- * ('1' or ''), n, then per request: member, key, step, fingerprint?, version?
+ * ('1' or ''), n, then per request its head: the start of the row's JSON text as the client wrote
+ * it, '{"k":<key>,"s":<step>' then ',"fp":<fingerprint>' and ',"v":<version>' when given (JSON
+ * strings). The fingerprint and version are read back from the head only when a live row needs
+ * comparing with them.
  * Every row this call claims gets one new fencing token (HINCRBY on the namespace's meta hash,
  * only when it claims something; the counter is never deleted, so tokens only grow).
- * Returns, flat, per request: 1, row text, previous phase (claimed; the phase the replaced row had
- * reached) or 0, row text, lease ms left by this script's clock (the live row that blocked it).
- * A claim always clears the phase.
+ * Rows are read with MGET; a row claimed where no live row was is written as its head plus a tail
+ * that is the same for every such row of the call (status, token, times, lease), with no Lua table
+ * and no JSON encoding per row; index entries are written per index at the end (see stage).
+ * Returns, flat: this script's clock (now), the fencing token (or nil), a string of one character
+ * per request, then two values per request whose character is not '2':
+ * '2' claimed a key that had no live row (the row is exactly what its head, the clock, the token
+ * and the options make, so it is not sent back); '1' claimed over a row: row text, the phase the
+ * replaced row had reached; '0' blocked: the live row's text, its lease ms left by this script's
+ * clock. A claim always clears the phase.
  */
 const CLAIM = `
 local mode, holder, leaseMs, ttlMs, reclaimOwn, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6])
 local status = 'completed'
 if mode == 'lease' then status = 'in_progress' end
-local out, blocked, fence = {}, 0, nil
+local codes, rest, blocked, fence = {}, {}, 0, nil
+local raws = {}
+for i = 1, n, 1000 do
+	local got = redis.call('MGET', unpack(KEYS, 8 + i, 8 + math.min(n, i + 999)))
+	for j = 1, #got do raws[i + j - 1] = got[j] end
+end
+local cut = #BASE + 3
+-- What every row claimed fresh by this call shares: its text's tail, its expiry, its index scores.
+local NOW, E, LE, PX = fmt(now), fmt(now + ttlMs), fmt(now + leaseMs), fmt(math.max(1, ttlMs))
+local tail
+local fresh = {}
 for i = 1, n do
-	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
-	local j = 6 + (i - 1) * 5
-	local m, key, step, fp, ver = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], opt(ARGV[j + 4]), opt(ARGV[j + 5])
-	local old, oldraw = readrow(rk)
+	local rk = KEYS[8 + i]
+	local head = ARGV[6 + i]
+	local oldraw = raws[i]
+	local old, given = nil, nil
+	if oldraw then
+		old = cjson.decode(oldraw)
+		if old.e <= now then old = nil end
+	end
 	local take = old == nil
 	if old then
+		-- The fingerprint and version of the request, from its head, when they matter.
+		if old.fp ~= nil or mode == 'newer' then given = cjson.decode(head .. '}') end
+		local fp, ver = given and given.fp or false, given and given.v or false
 		local leased = old.st == 'in_progress' and old.le ~= nil and old.le > now
 		local fpok = old.fp == nil or not fp or old.fp == fp
 		take = (mode == 'newer' and isnewer(ver, old.v or false) and not leased)
@@ -206,16 +318,15 @@ for i = 1, n do
 	end
 	if take then
 		if not fence then fence = redis.call('HINCRBY', META, 'fence', 1) end
-		local row = {k = key, s = step, st = status, g = fence, fp = fp or nil, v = ver or nil, a = 1, fs = now, u = now, e = now + ttlMs}
-		if mode == 'lease' then
-			row.lh = holder
-			row.le = now + leaseMs
-		end
 		if old then
+			given = given or cjson.decode(head .. '}')
+			local row = {k = given.k, s = given.s, st = status, g = fence, fp = given.fp, v = given.v, a = old.a + 1, fs = old.fs, u = now, e = now + ttlMs}
+			if mode == 'lease' then
+				row.lh = holder
+				row.le = now + leaseMs
+			end
 			row.ps = old.st
 			row.pp = old.ph
-			row.a = old.a + 1
-			row.fs = old.fs
 			row.x = old.x
 			row.res = old.res
 			-- Taking over a step that may have gone out keeps that knowledge on the row, so a
@@ -224,25 +335,64 @@ for i = 1, n do
 				row.ph = 'sending'
 				row.e = KEEP
 			end
+			codes[i] = '1'
+			rest[#rest + 1] = stage(rk, string.sub(rk, cut), row, old)
+			rest[#rest + 1] = old.ph or false
+		else
+			if not tail then
+				tail = ',"st":"' .. status .. '","g":' .. fmt(fence) .. ',"a":1,"fs":' .. NOW .. ',"u":' .. NOW .. ',"e":' .. E
+				if mode == 'lease' then tail = tail .. ',"lh":' .. cjson.encode(holder) .. ',"le":' .. LE end
+				tail = tail .. '}'
+			end
+			redis.call('SET', rk, head .. tail, 'PX', PX)
+			fresh[#fresh + 1] = string.sub(rk, cut)
+			codes[i] = '2'
 		end
-		local j = #out
-		out[j + 1] = 1
-		out[j + 2] = store(rk, sk, m, row, old)
-		out[j + 3] = (old and old.ph) or false
 	else
 		blocked = blocked + 1
-		local j = #out
-		out[j + 1] = 0
-		out[j + 2] = oldraw
-		out[j + 3] = remaining(old)
+		codes[i] = '0'
+		rest[#rest + 1] = oldraw
+		rest[#rest + 1] = remaining(old)
 	end
 end
+-- The index entries of the fresh rows (what stage does for each, gathered): IDX first, since a
+-- member absent from IDX is in no index at all; when ZADD adds every one of them, no expired row
+-- left entries to remove elsewhere.
+local added = 0
+for i = 1, #fresh, 1000 do
+	local args = {}
+	for j = i, math.min(#fresh, i + 999) do
+		args[#args + 1] = NOW
+		args[#args + 1] = fresh[j]
+	end
+	added = added + redis.call('ZADD', IDX, unpack(args))
+end
+for _, m in ipairs(fresh) do
+	stageadd(ST[status], E, m)
+	if mode == 'lease' then
+		stageadd(LEASE, LE, m)
+		stageadd(IPFS, NOW, m)
+	end
+	if inmembers(m) then stageadd(MEMBERS, 0, m) end
+	if added < #fresh then
+		for _, s in ipairs(STATUSES) do
+			if s ~= status then stagerem(ST[s], m) end
+		end
+		if mode ~= 'lease' then
+			stagerem(LEASE, m)
+			stagerem(IPFS, m)
+		end
+	end
+end
+flush()
 if blocked > 0 then redis.call('HINCRBY', META, 'blocked', blocked) end
+local out = {now, fence or false, table.concat(codes)}
+for j = 1, #rest do out[3 + j] = rest[j] end
 return out
 `;
 
 /**
- * KEYS: 8 fixed, n row keys, n step-set keys.
+ * KEYS: 8 fixed, n row keys.
  * ARGV: holder?, ttlMs, n, onlyInProgress ('1' or '0'), then per request: member, key, step, status,
  * fingerprint?, externalId?, result?, fence?, claim member?, claim fence?, keepSending ('1' or '')
  * A fenced request writes only a live row that still carries its fence (never creates one), and
@@ -263,7 +413,7 @@ const RECORD = `
 local holder, ttlMs, n, openOnly = opt(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local out = {}
 for i = 1, n do
-	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
+	local rk = KEYS[8 + i]
 	local j = 4 + (i - 1) * 11
 	local m, key, step, status = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
 	local fp, x, res, fence = opt(ARGV[j + 5]), opt(ARGV[j + 6]), opt(ARGV[j + 7]), opt(ARGV[j + 8])
@@ -298,18 +448,19 @@ for i = 1, n do
 			end
 		end
 		if row.ph == 'sending' then row.e = KEEP else row.e = now + ttlMs end
-		out[i] = store(rk, sk, m, row, old)
+		out[i] = stage(rk, m, row, old)
 	elseif missing then
 		out[i] = 0
 	else
 		out[i] = false
 	end
 end
+flush()
 return out
 `;
 
 /**
- * Shared by MARK_PHASE and RENEW_LEASES. KEYS: 8 fixed, n row keys, n step-set keys. ARGV: one
+ * Shared by MARK_PHASE and RENEW_LEASES. KEYS: 8 fixed, n row keys. ARGV: one
  * value, n, then per row: member, fence. Applies `update` to each row that is live, in_progress,
  * carries the fence and whose lease has not lapsed, and stores it. Returns per row 1 or 0.
  */
@@ -318,17 +469,18 @@ local function updateowned(update)
 	local n = tonumber(ARGV[2])
 	local out = {}
 	for i = 1, n do
-		local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
+		local rk = KEYS[8 + i]
 		local m, fence = ARGV[2 + 2 * i - 1], tonumber(ARGV[2 + 2 * i])
 		local row = readrow(rk)
 		if row and row.st == 'in_progress' and row.g ~= nil and row.g == fence and row.le ~= nil and row.le > now then
 			update(row)
-			store(rk, sk, m, row, row)
+			stage(rk, m, row, row)
 			out[i] = 1
 		else
 			out[i] = 0
 		end
 	end
+	flush()
 	return out
 end
 `;
@@ -356,12 +508,12 @@ end)
 `;
 
 /**
- * KEYS: 8 fixed, the step set of the key. Returns, flat, per live row: its text, lease ms left
- * (nil without a lease).
+ * KEYS: 8 fixed, the layout 1 step set of the key (its name ends with the escaped key). Returns,
+ * flat, per live row: its text, lease ms left (nil without a lease).
  */
 const GET = `
 local out = {}
-for _, m in ipairs(redis.call('SMEMBERS', KEYS[9])) do
+for _, m in ipairs(keymembers(string.sub(KEYS[9], #BASE + 3))) do
 	local rk = BASE .. 'r:' .. m
 	local row, raw = readrow(rk)
 	if row then
@@ -425,7 +577,7 @@ return {done and 1 or 0, lastScore, lastMember, rows}
 `;
 
 /**
- * KEYS: 8 fixed, the step set of the key, the audit stream. ARGV: member ('' = every step), actor,
+ * KEYS: 8 fixed, the layout 1 step set of the key, the audit stream. ARGV: member ('' = every step), actor,
  * audit max length, evenIfHeld ('1'), resolution ('', 'sent', 'not_sent'), ttlMs.
  * Decides each live step once: held by a live lease and not evenIfHeld: refused (lease_live);
  * resolution sent: recorded as completed by the operator (fence and holder cleared); phase
@@ -436,7 +588,7 @@ return {done and 1 or 0, lastScore, lastMember, rows}
 const RELEASE = `
 local actor, auditMax, evenIfHeld, resolution, ttlMs = ARGV[2], ARGV[3], ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
 local members
-if ARGV[1] ~= '' then members = {ARGV[1]} else members = redis.call('SMEMBERS', KEYS[9]) end
+if ARGV[1] ~= '' then members = {ARGV[1]} else members = keymembers(string.sub(KEYS[9], #BASE + 3)) end
 -- An ISO 8601 UTC text of epoch ms.
 local function iso(ms)
 	local secs = math.floor(ms / 1000)
@@ -479,7 +631,7 @@ for _, m in ipairs(members) do
 			new.e = now + ttlMs
 			new.res = '{"resolution":"sent","resolvedBy":' .. cjson.encode(actor) .. ',"resolvedAt":"' .. iso(now)
 				.. '","before":' .. (row.res or 'null') .. '}'
-			store(rk, KEYS[9], m, new, row)
+			store(rk, m, new, row)
 		end
 		if action ~= 'refused' then
 			local fields = {'action', action == 'released' and 'release' or 'resolve_sent', 'key', row.k, 'step', row.s,
