@@ -13,6 +13,7 @@
 const { Pool } = require('pg');
 const { Redis } = require('ioredis');
 const { redisSection } = require('./redis');
+const { safeRedisFor } = require('./safeRedis');
 const { lookupLatency, latencyRows } = require('./promptCache');
 const { chatModelLatency } = require('./chatModelCache');
 const { median, time } = require('./util');
@@ -152,25 +153,30 @@ async function main() {
 	const rc = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
 	rc.on('error', () => undefined);
 	const redisUp = await rc.connect().then(() => true, () => false);
-	if (redisUp) {
-		const u = new URL(redisUrl);
+	const safe = redisUp ? await safeRedisFor(rc, redisUrl) : null;
+	if (safe) {
+		const u = new URL(safe.url);
+		const sc = safe.url === redisUrl ? rc : new Redis(safe.url);
 		const prefix = `benchpc-${suffix}`;
 		const redisLookups = await lookupLatency({
 			backend: 'redis',
 			credentials: { host: u.hostname, port: Number(u.port || 6379), password: decodeURIComponent(u.password), database: 0, prefix },
 			lookups: LOOKUPS,
-			baseline: (p) => rc.get(`${prefix}:bench:${p}`),
+			baseline: (p) => sc.get(`${prefix}:bench:${p}`),
 		});
 		latency.push(...latencyRows('Prompt Cache Lookup (Redis)', 'baseline: GET', redisLookups));
 		let cursor = '0';
 		do {
-			const [next, found] = await rc.scan(cursor, 'MATCH', `*${prefix}*`, 'COUNT', 1000);
-			if (found.length) await rc.del(...found);
+			const [next, found] = await sc.scan(cursor, 'MATCH', `*${prefix}*`, 'COUNT', 1000);
+			if (found.length) await sc.del(...found);
 			cursor = next;
 		} while (cursor !== '0');
 		const { closeAllRedisLedgers } = require('../dist/lib/ledger');
 		await closeAllRedisLedgers();
-	} else latency.push('| Prompt Cache Lookup (Redis) | SKIPPED: no Redis reachable | | | |');
+		if (sc !== rc) sc.disconnect();
+		safe.stop();
+		if (safe.note) latency.push('', `Note: ${safe.note}.`);
+	} else latency.push(`| Prompt Cache Lookup (Redis) | SKIPPED: ${redisUp ? 'the Redis can lose keys and no redis-server is installed to start one that cannot' : 'no Redis reachable'} | | | |`);
 	rc.disconnect();
 	console.log(latency.join('\n'));
 

@@ -296,6 +296,12 @@ export interface Ledger {
 	record(requests: RecordRequest[], options: RecordOptions): Promise<RecordOutcome[]>;
 	/** All live steps of a key. */
 	get(namespace: string, key: string): Promise<LedgerRecord[]>;
+	/**
+	 * Optional: the rows of these ids as they are now, one per id in order, null where the row is
+	 * absent or expired (by the ledger's clock). One round trip; writes nothing, counts nothing. For
+	 * a reader that acts only on a settled row (a Prompt Cache hit) and otherwise claims as usual.
+	 */
+	peek?(ids: RowId[]): Promise<Array<LedgerRecord | null>>;
 	/** Live rows by status, paged. */
 	list(filter: ListFilter): Promise<ListPage>;
 	/**

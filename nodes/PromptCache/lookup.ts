@@ -7,6 +7,7 @@ import type { ClaimOptions, ClaimOutcome, ClaimRequest, Ledger, LedgerRecord } f
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { itemWithFacts, withFactsField } from '../../lib/n8n/facts';
 import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
+import { deferCounts } from '../../lib/n8n/countBuffer';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader, readDurationOption } from '../../lib/n8n/scope';
 import { UnsafeRedisError } from '../../lib/n8n/redisSafety';
@@ -470,10 +471,11 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 	});
 
 	if (config.recordStats) {
-		// One counter upsert for the whole batch (every namespace in it), added to today's counts.
+		// Added to today's counts off the answer's path: with other runs' counts, in one upsert, at
+		// the latest when this execution ends (lib/n8n/countBuffer.ts).
 		try {
 			ledger ??= await openLedger(this);
-			await ledger.addCounts([...counts].map(([namespace, c]) => ({ namespace, counts: nonZero(c) })));
+			deferCounts(this, ledger, [...counts].map(([namespace, c]) => ({ namespace, counts: nonZero(c) })));
 		} catch {
 			this.addExecutionHints({
 				message: 'The hits and misses of this run could not be added to the cache stats (the ledger did not answer). The lookups themselves are fine.',
@@ -510,14 +512,32 @@ async function lookUp(
 			{ ttlMs: config.leaseMs, holder },
 		);
 	}
-	const requests: ClaimRequest[] = cached.map((r) => ({ namespace: rows[r].namespace, key: rows[r].hash, step: CACHE_STEP, fingerprint: null }));
+	// A settled entry with an answer is a Hit whatever a claim would add: read it (one probe, no
+	// write), and claim only the rest, as before.
+	let toClaim = cached;
+	const unforced = cached.filter((r) => !rows[r].force);
+	if (ledger.peek && unforced.length > 0) {
+		const found = await ledger.peek(unforced.map((r) => ({ namespace: rows[r].namespace, key: rows[r].hash, step: CACHE_STEP })));
+		unforced.forEach((r, k) => {
+			const record = found[k];
+			if (record && (record.status === 'completed' || record.status === 'needs_review') && isStoredEntry(record.result)) {
+				fates[r] = { kind: 'hit', record, waitedMs: null };
+			}
+		});
+		toClaim = cached.filter((r) => fates[r] === undefined);
+		if (toClaim.length === 0) {
+			if (config.shadow) for (const r of cached) fates[r] = shadowFate(fates[r] as Fate);
+			return;
+		}
+	}
+	const requests: ClaimRequest[] = toClaim.map((r) => ({ namespace: rows[r].namespace, key: rows[r].hash, step: CACHE_STEP, fingerprint: null }));
 	const outcomes: ClaimOutcome[] = await ledger.claim(requests, claimOptions);
 
 	const waiting = new Map<string, { namespace: string; hash: string; rows: number[] }>();
 	const duplicates: Array<[number, number]> = [];
 	const busy: Array<[number, Extract<ClaimOutcome, { kind: 'in_progress' }>]> = [];
 	outcomes.forEach((outcome, k) => {
-		const r = cached[k];
+		const r = toClaim[k];
 		const row = rows[r];
 		switch (outcome.kind) {
 			case 'claimed':
@@ -548,7 +568,7 @@ async function lookUp(
 				fates[r] = { kind: 'miss', record: outcome.record, computing: false, reason: 'The stored entry does not match' };
 				break;
 			case 'batch_duplicate':
-				duplicates.push([r, cached[outcome.firstIndex]]);
+				duplicates.push([r, toClaim[outcome.firstIndex]]);
 				break;
 		}
 	});

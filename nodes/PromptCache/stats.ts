@@ -2,6 +2,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-wor
 
 import { LedgerInputError } from '../../lib/ledger/errors';
 import { COUNTS_KEPT_DAYS, type DailyCounts, type Ledger } from '../../lib/ledger';
+import { flushCounts } from '../../lib/n8n/countBuffer';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader } from '../../lib/n8n/scope';
@@ -105,6 +106,8 @@ export function summarizeCounts(namespace: string, daily: DailyCounts[], windowD
 }
 
 export async function promptCacheStats(ledger: Ledger, namespace: string, windowDays = STATS_DAYS): Promise<PromptCacheStats> {
+	// Counts this process has not written yet (lib/n8n/countBuffer.ts) are written first.
+	await flushCounts(ledger);
 	return summarizeCounts(namespace, await ledger.readCounts(namespace, windowDays), windowDays);
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from 'crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 
 import { CheckpointRegressionError, LedgerError, LedgerInputError } from '../errors';
@@ -20,6 +21,7 @@ import type {
 	RecordRequest,
 	ReleaseRequest,
 	ReleasedStep,
+	RowId,
 	Status,
 } from '../types';
 import { resultFromStored, resultToJson } from '../resultJson';
@@ -316,6 +318,9 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 		release: string;
 		addCounts: string;
 		purge: string;
+		peekOne: string;
+		/** The prepared statement's name: of its text, so that ledgers on other tables never share one. */
+		peekOneName: string;
 	};
 
 	constructor(options: PostgresLedgerOptions) {
@@ -336,7 +341,10 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 			release: this.releaseSql(),
 			addCounts: this.addCountsSql(),
 			purge: this.purgeSql(),
+			peekOne: `SELECT ${recordColumns('l')} FROM ${this.t.ledger} l WHERE l.namespace = $1 AND l.key = $2 AND l.step = $3 AND l.expires_at > now()`,
+			peekOneName: '',
 		};
+		this.sql.peekOneName = `idem_peek_${createHash('sha1').update(this.sql.peekOne).digest('hex').slice(0, 20)}`;
 	}
 
 	get roundTrips(): number {
@@ -356,11 +364,13 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 		text: string,
 		values: unknown[] = [],
 		client?: PoolClient,
+		/** A name makes it a prepared statement, parsed and planned once per pool connection. */
+		name?: string,
 	): Promise<R[]> {
 		for (let attempt = 0; ; attempt++) {
 			this.trips++;
 			try {
-				const res = await (client ?? this.pool).query<R>(text, values);
+				const res = name === undefined ? await (client ?? this.pool).query<R>(text, values) : await (client ?? this.pool).query<R>({ name, text, values });
 				return res.rows;
 			} catch (error) {
 				if (client || attempt >= CONFLICT_RETRIES || !isRetryableConflict(error)) throw toUnavailable(error, this.t, this.timeouts);
@@ -892,6 +902,29 @@ RETURNING l.namespace, l.key, l.step, l.fence`;
 			[namespace, key],
 		);
 		return rows.map((row) => toRecord(row));
+	}
+
+	/**
+	 * The rows of `ids` as they are, null where absent or expired: one primary-key probe, a named
+	 * (prepared) statement for one id, the same over unnest for several. Reads only.
+	 */
+	async peek(ids: RowId[]): Promise<Array<LedgerRecord | null>> {
+		if (ids.length === 0) return [];
+		await this.ensureSchema();
+		let rows: QueryResultRow[];
+		if (ids.length === 1) {
+			const [id] = ids;
+			rows = await this.query(this.sql.peekOne, [id.namespace, id.key, id.step], undefined, this.sql.peekOneName);
+		} else {
+			rows = await this.query(
+				`SELECT ${recordColumns('l')} FROM ${this.t.ledger} l
+				 JOIN unnest($1::text[], $2::text[], $3::text[]) AS i(ns, k, st) ON l.namespace = i.ns AND l.key = i.k AND l.step = i.st
+				 WHERE l.expires_at > now()`,
+				[ids.map((id) => id.namespace), ids.map((id) => id.key), ids.map((id) => id.step)],
+			);
+		}
+		const found = new Map(rows.map((row) => [idKey(row.namespace, row.key, row.step), toRecord(row)]));
+		return ids.map((id) => found.get(idKey(id.namespace, id.key, id.step)) ?? null);
 	}
 
 	async list(filter: ListFilter): Promise<ListPage> {

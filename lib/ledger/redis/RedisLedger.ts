@@ -20,6 +20,7 @@ import type {
 	RecordRequest,
 	ReleaseRequest,
 	ReleasedStep,
+	RowId,
 	Status,
 } from '../types';
 import { STATUSES } from '../types';
@@ -439,6 +440,29 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		const k = namespaceKeys(this.prefix, namespace);
 		const [rows] = await this.run([{ name: 'idemLedgerGet', namespace, keys: [...k.fixed, k.steps(key)], args: [] }]);
 		return toRecords(namespace, rows as unknown[]).sort((a, b) => compareCodePoints(a.step, b.step));
+	}
+
+	/** The rows of `ids` as they are, null where absent or expired: one script call per namespace, reads only. */
+	async peek(ids: RowId[]): Promise<Array<LedgerRecord | null>> {
+		if (ids.length === 0) return [];
+		await this.ensureSchema();
+		const chunks = this.chunks(
+			ids.map((_, i) => i),
+			(i) => ids[i].namespace,
+		);
+		const calls = chunks.map(({ namespace, indexes }): Call => {
+			const k = namespaceKeys(this.prefix, namespace);
+			return { name: 'idemLedgerPeek', namespace, keys: indexes.map((i) => k.row(member(ids[i].key, ids[i].step))), args: [] };
+		});
+		const replies = await this.run(calls);
+		const out = new Array<LedgerRecord | null>(ids.length).fill(null);
+		replies.forEach((reply, c) => {
+			const flat = reply as Array<string | number | null>;
+			chunks[c].indexes.forEach((index, j) => {
+				if (flat[2 * j] !== null && flat[2 * j] !== undefined) out[index] = toRecord(chunks[c].namespace, flat[2 * j], flat[2 * j + 1]);
+			});
+		});
+		return out;
 	}
 
 	async list(filter: ListFilter): Promise<ListPage> {
