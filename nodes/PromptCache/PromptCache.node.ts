@@ -333,7 +333,7 @@ export class PromptCache implements INodeType {
 						name: 'recordStats',
 						type: 'boolean',
 						default: true,
-						description: 'Whether to add this run\'s hits, misses, tokens and money saved to Get Stats. Written after the answer, with other runs\' counts, when the execution ends',
+						description: 'Whether to add this run\'s hits, misses, tokens and money saved to Get Stats. Written after the answer, with other runs\' counts, when the execution ends.',
 					},
 					{
 						displayName: 'Force Refresh',

@@ -2,7 +2,7 @@ import { randomUUID } from 'crypto';
 
 import { leaseLive } from '../../lib/ledger/claims';
 import { promptHash, type PromptHash, type PromptInput } from '../../lib/ledger/promptHash';
-import type { Ledger, LedgerRecord } from '../../lib/ledger/types';
+import type { CountIncrement, Ledger, LedgerRecord } from '../../lib/ledger/types';
 import { isStoredEntry, type StoredEntry } from '../PromptCache/common';
 import { answerDigest, usageSplit } from '../PromptCache/responseShapes';
 import { messageType, revivalFor, revivedChunk, storedMessage, type LcCore, type LcMessage, type StoredMessage } from './langchainShape';
@@ -70,6 +70,11 @@ export interface CacheHost {
 	warn(message: string): void;
 	/** The error to throw when the ledger is down and the builder asked to stop. */
 	ledgerDown(error: unknown): Error;
+	/**
+	 * Optional: hands counts to be written after the call answered, with other calls' counts, when
+	 * the execution ends (lib/n8n/countBuffer.ts). Without it each call writes its counts itself.
+	 */
+	countLater?(ledger: Ledger, counts: CountIncrement[]): void;
 }
 
 /** The parts of a LangChain chat model this file calls. */
@@ -320,6 +325,16 @@ class ChatCache {
 			// Mark the stored answer failed, which makes it claimable again; a live reservation of another call is left alone.
 			await ledger.record([{ ...row, status: 'failed_retryable', result: null }], { ttlMs: s.leaseMs, holder });
 		}
+		// A settled entry with an answer is a hit whatever a claim would add: read it (one probe, no
+		// write) and claim only when it is not there.
+		if (!s.force && ledger.peek) {
+			const [found] = await ledger.peek([row]);
+			const entry = found && (found.status === 'completed' || found.status === 'needs_review') ? found.result : null;
+			if (isStoredEntry(entry) && isChatAnswer(entry.response)) {
+				if (s.shadow) return { kind: 'uncached', reason: 'Shadow mode: the cache has an answer (this would have been a hit); the model was asked anyway', shadow: { wouldHit: true, cached: answerDigest(entry.response.text) } };
+				return { kind: 'hit', entry: entry as StoredEntry & { response: ChatAnswer }, waitedMs: null };
+			}
+		}
 		const started = Date.now();
 		let delay = 25;
 		let firstBusy = true;
@@ -486,7 +501,9 @@ class ChatCache {
 		if (Object.keys(nonZero).length === 0) return;
 		try {
 			const ledger = await this.host.ledger();
-			await ledger.addCounts([{ namespace: this.settings.namespace, counts: nonZero }]);
+			const counts = [{ namespace: this.settings.namespace, counts: nonZero }];
+			if (this.host.countLater) this.host.countLater(ledger, counts);
+			else await ledger.addCounts(counts);
 		} catch {
 			this.host.warn('The cache stats of a model call could not be counted (the ledger did not answer). The call itself is fine.');
 		}

@@ -4,6 +4,7 @@ import { NodeConnectionTypes, NodeOperationError, type IDataObject, type IExecut
 import { LedgerInputError } from '../../lib/ledger/errors';
 import type { Ledger } from '../../lib/ledger/types';
 import { assertNamespace } from '../../lib/ledger/validate';
+import { deferCounts } from '../../lib/n8n/countBuffer';
 import { toNodeError } from '../../lib/n8n/errors';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { readDurationOption } from '../../lib/n8n/scope';
@@ -89,6 +90,7 @@ export function hostFor(ctx: ISupplyDataFunctions): CacheHost {
 			ctx.logger.warn(`n8n-nodes-idempotency: "${node.name}": ${message}`);
 			ctx.addExecutionHints({ message, type: 'warning', location: 'outputPane' });
 		},
+		countLater: (ledger, counts) => deferCounts(asExecute(ctx), ledger, counts),
 		ledgerDown: (error) => {
 			const base = toNodeError(node, error);
 			return new NodeOperationError(node, base.message, {
