@@ -94,17 +94,24 @@ class CountBuffer {
 		} finally {
 			this.writing = null;
 		}
+		// Nothing left: forget this ledger (a closed one must not be kept alive by its buffer).
+		if (this.pending.size === 0 && buffers.get(this.ledger) === this) buffers.delete(this.ledger);
 	}
 }
 
 const buffers = new Map<Ledger, CountBuffer>();
+
+let listening = false;
 
 function bufferFor(ledger: Ledger): CountBuffer {
 	let buffer = buffers.get(ledger);
 	if (!buffer) {
 		buffer = new CountBuffer(ledger);
 		buffers.set(ledger, buffer);
-		if (buffers.size === 1) process.on('beforeExit', onBeforeExit);
+		if (!listening) {
+			listening = true;
+			process.on('beforeExit', onBeforeExit);
+		}
 	}
 	return buffer;
 }
