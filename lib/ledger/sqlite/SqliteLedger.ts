@@ -1,6 +1,7 @@
 import { classifyExisting, compareCodePoints, effectiveTtlMs, idKey, resolveBatch } from '../claims';
 import { CheckpointRegressionError, LedgerInputError } from '../errors';
 import { resultFromStored, resultToJson } from '../resultJson';
+import type { ExportBatch, LedgerExport } from '../transfer';
 import type {
 	Checkpoint,
 	ClaimOptions,
@@ -19,6 +20,7 @@ import type {
 	RecordRequest,
 	ReleaseRequest,
 	ReleasedStep,
+	RowId,
 	Status,
 } from '../types';
 import { COUNTS_KEPT_DAYS, STATUSES } from '../types';
@@ -26,6 +28,7 @@ import { assertCountDays, assertNamespace, countsByNamespace } from '../validate
 import { loadSqlite, type Database, type SqlRow, type SqlValue, type Statement } from './driver';
 import { toUnavailable } from './errors';
 import { KEEP_UNTIL_RESOLVED, MIGRATIONS, NOW_MS } from './schema';
+import { exportSqlite } from './transfer';
 
 export interface SqliteLedgerOptions {
 	/** Path of the ledger file (created when absent). */
@@ -167,7 +170,7 @@ const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
  * `node:sqlite` is synchronous: a call runs to its end on the caller's thread. A chunk of 5,000
  * keys takes milliseconds.
  */
-export class SqliteLedger implements Ledger {
+export class SqliteLedger implements Ledger, LedgerExport {
 	readonly file: string;
 	private readonly busyTimeoutMs: number;
 	private readonly chunkSize: number;
@@ -507,6 +510,27 @@ export class SqliteLedger implements Ledger {
 				(row) => toRecord(row, now),
 			),
 		);
+	}
+
+	/**
+	 * The rows as they are, in the order asked, null where absent or expired (by the ledger's
+	 * clock): one read snapshot, nothing written, nothing counted.
+	 */
+	async peek(ids: RowId[]): Promise<Array<LedgerRecord | null>> {
+		if (ids.length === 0) return [];
+		await this.ensureSchema();
+		return this.read((now) =>
+			ids.map((id) => {
+				const row = this.live(id.namespace, id.key, id.step, now);
+				return row ? toRecord(row, now) : null;
+			}),
+		);
+	}
+
+	/** One page of a copy of this ledger (see ../transfer.ts), read in one snapshot. */
+	async exportBatch(cursor: string | null, limit: number): Promise<ExportBatch> {
+		await this.ensureSchema();
+		return this.read((now) => exportSqlite((sql) => this.stmt(sql), now, cursor, Math.max(1, Math.floor(limit))));
 	}
 
 	async list(filter: ListFilter): Promise<ListPage> {
