@@ -48,25 +48,27 @@ export const backendProperty: INodeProperties = {
  * The credential entries of the ledger, the same in every node: `credentials: ledgerCredentials`.
  * Guarded Send, which lists more credentials, repeats them as literals: n8n's lint rule
  * node-class-description-credentials-name-unsuffixed crashes on a spread inside the array.
+ * Idempotency Ledger's copy puts its direction (e.g. `builtinIntoPostgres`) in `backend`: each
+ * credential is hidden for the directions that do not read or write its kind.
  */
 export const ledgerCredentials: INodeCredentialDescription[] = [
 	{
 		name: POSTGRES_CREDENTIAL,
 		required: true,
 		testedBy: 'idempotencyPostgresApiTest',
-		displayOptions: { hide: { backend: ['redis', 'builtin'] } },
+		displayOptions: { hide: { backend: ['redis', 'builtin', 'builtinIntoRedis'] } },
 	},
 	{
 		name: REDIS_CREDENTIAL,
 		required: true,
 		testedBy: 'idempotencyRedisApiTest',
-		displayOptions: { hide: { backend: ['postgres', 'builtin'] } },
+		displayOptions: { hide: { backend: ['postgres', 'builtin', 'builtinIntoPostgres'] } },
 	},
 	{
 		name: BUILTIN_CREDENTIAL,
 		required: true,
 		testedBy: 'idempotencyBuiltinApiTest',
-		displayOptions: { hide: { backend: ['postgres', 'redis'] } },
+		displayOptions: { hide: { backend: ['postgres', 'redis', 'postgresIntoRedis', 'redisIntoPostgres'] } },
 	},
 ];
 

@@ -3,6 +3,7 @@ import { NodeHelpers, type INodeParameters, type INodeType } from 'n8n-workflow'
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
 import { IdempotencyLedger } from '../../nodes/IdempotencyLedger/IdempotencyLedger.node';
+import { COPY_DIRECTIONS } from '../../nodes/IdempotencyLedger/actions/ledger/copy.operation';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 
@@ -39,10 +40,18 @@ describe('credentials and the parameters they depend on', () => {
 		expect(offered(node, { backend: 'builtin' }).filter((n) => n.startsWith('idempotency'))).toEqual(['idempotencyBuiltinApi']);
 	});
 
-	test('Idempotency Ledger: a copy offers both ledger credentials, the source and the target, in either direction', () => {
+	test('Idempotency Ledger: a copy offers exactly the two ledger credentials of its direction, the source and the target', () => {
 		const ledger = new IdempotencyLedger();
-		for (const backend of ['postgresIntoRedis', 'redisIntoPostgres']) {
-			expect(offered(ledger, { resource: 'ledger', operation: 'copyInto', backend })).toEqual(['idempotencyPostgresApi', 'idempotencyRedisApi']);
+		const expected: Record<string, string[]> = {
+			builtinIntoPostgres: ['idempotencyPostgresApi', 'idempotencyBuiltinApi'],
+			builtinIntoRedis: ['idempotencyRedisApi', 'idempotencyBuiltinApi'],
+			postgresIntoRedis: ['idempotencyPostgresApi', 'idempotencyRedisApi'],
+			redisIntoPostgres: ['idempotencyPostgresApi', 'idempotencyRedisApi'],
+		};
+		// Every direction the node offers is checked, and only those.
+		expect(Object.keys(COPY_DIRECTIONS).sort()).toEqual(Object.keys(expected).sort());
+		for (const [backend, credentials] of Object.entries(expected)) {
+			expect([backend, offered(ledger, { resource: 'ledger', operation: 'copyInto', backend })]).toEqual([backend, credentials]);
 		}
 	});
 

@@ -11,28 +11,37 @@ import { canExport, canImport, copyLedger, DEFAULT_TRANSFER_BATCH, type CopyTota
 import type { Ledger } from '../../../../lib/ledger/types';
 import { failedItem, toNodeError } from '../../../../lib/n8n/errors';
 import { openLedgerOf } from '../../../../lib/n8n/ledgerAccess';
+import { BUILTIN_CREDENTIAL } from '../../../../lib/n8n/builtinCredential';
 import { POSTGRES_CREDENTIAL } from '../../../../lib/n8n/postgresCredential';
 import { REDIS_CREDENTIAL } from '../../../../lib/n8n/redisCredential';
 import { readWholeNumber } from '../common';
 
 export const MAX_COPY_BATCH = 5000;
 
-type Kind = 'postgres' | 'redis';
-const NAMES: Record<Kind, string> = { postgres: 'PostgreSQL', redis: 'Redis' };
-const CREDENTIALS: Record<Kind, string> = { postgres: POSTGRES_CREDENTIAL, redis: REDIS_CREDENTIAL };
+type Kind = 'builtin' | 'postgres' | 'redis';
+const NAMES: Record<Kind, string> = { builtin: 'Built-in', postgres: 'PostgreSQL', redis: 'Redis' };
+const CREDENTIALS: Record<Kind, string> = { builtin: BUILTIN_CREDENTIAL, postgres: POSTGRES_CREDENTIAL, redis: REDIS_CREDENTIAL };
 /** The credential types' names as n8n shows them. */
-const CREDENTIAL_NAMES: Record<Kind, string> = { postgres: 'Idempotency Ledger (PostgreSQL) API', redis: 'Idempotency Ledger (Redis) API' };
+const CREDENTIAL_NAMES: Record<Kind, string> = {
+	builtin: 'Idempotency Ledger (Built-in) API',
+	postgres: 'Idempotency Ledger (PostgreSQL) API',
+	redis: 'Idempotency Ledger (Redis) API',
+};
 
 /**
  * The copy's direction, in the place of the "Ledger" selector: n8n gives a node one credential of
- * each type, so the source and the target are always one of each kind, and both credentials show.
+ * each type, so the source and the target are always of two different kinds, and the credentials
+ * of exactly those two show (lib/n8n/ledgerAccess.ts). The main case: the Built-in ledger of one
+ * n8n, outgrown, into PostgreSQL or Redis. Nothing is copied into a Built-in ledger.
  */
 export const COPY_DIRECTIONS: Record<string, { from: Kind; into: Kind }> = {
+	builtinIntoPostgres: { from: 'builtin', into: 'postgres' },
+	builtinIntoRedis: { from: 'builtin', into: 'redis' },
 	postgresIntoRedis: { from: 'postgres', into: 'redis' },
 	redisIntoPostgres: { from: 'redis', into: 'postgres' },
 };
 
-/** Named `backend` like the selector it replaces, so the ledger credentials' display rules show both. */
+/** Named `backend` like the selector it replaces, so the ledger credentials' display rules show the two of a direction. */
 export const copyDirectionProperty: INodeProperties = {
 	displayName: 'Copy',
 	name: 'backend',
@@ -40,11 +49,13 @@ export const copyDirectionProperty: INodeProperties = {
 	noDataExpression: true,
 	displayOptions: { show: { resource: ['ledger'], operation: ['copyInto'] } },
 	options: [
+		{ name: 'Built-in Into PostgreSQL', value: 'builtinIntoPostgres', description: 'Read this n8n\'s Built-in ledger, write into the PostgreSQL ledger' },
+		{ name: 'Built-in Into Redis', value: 'builtinIntoRedis', description: 'Read this n8n\'s Built-in ledger, write into the Redis ledger' },
 		{ name: 'PostgreSQL Into Redis', value: 'postgresIntoRedis', description: 'Read the PostgreSQL ledger, write into the Redis ledger' },
 		{ name: 'Redis Into PostgreSQL', value: 'redisIntoPostgres', description: 'Read the Redis ledger, write into the PostgreSQL ledger' },
 	],
 	default: 'postgresIntoRedis',
-	description: 'Which ledger is read (the source) and which is written (the target). Both credentials are below.',
+	description: 'Which ledger is read (the source) and which is written (the target). The credentials of both are below.',
 };
 
 const properties: INodeProperties[] = [
@@ -83,7 +94,7 @@ async function open(ctx: IExecuteFunctions, side: 'source' | 'target', kind: Kin
 	if (!chosen) {
 		throw new LedgerInputError(
 			`No ${NAMES[kind]} ledger credential is chosen for the ${side} of the copy`,
-			`Choose an "${CREDENTIAL_NAMES[kind]}" credential in the node, below "Copy". The source and the target are always one PostgreSQL and one Redis ledger.`,
+			`Choose an "${CREDENTIAL_NAMES[kind]}" credential in the node, below "Copy".`,
 		);
 	}
 	try {
@@ -125,7 +136,7 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 		if (!pair) {
 			throw new LedgerInputError(
 				`The copy direction ${JSON.stringify(direction)} is not one of: ${Object.keys(COPY_DIRECTIONS).join(', ')}`,
-				'Pick "PostgreSQL Into Redis" or "Redis Into PostgreSQL" in "Copy".',
+				`Pick one of ${copyDirectionProperty.options!.map((o) => `"${(o as { name: string }).name}"`).join(', ')} in "Copy".`,
 			);
 		}
 		const batchSize = readWholeNumber(this, 'copyBatchSize', 0, 'batch size', 1, MAX_COPY_BATCH, DEFAULT_TRANSFER_BATCH);
