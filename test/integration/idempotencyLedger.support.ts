@@ -4,7 +4,7 @@
  */
 import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
-import { PostgresLedger } from '../../lib/ledger';
+import { PostgresLedger, type Ledger } from '../../lib/ledger';
 import { IdempotencyLedger } from '../../nodes/IdempotencyLedger/IdempotencyLedger.node';
 import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { runWorkflow, type EngineRunResult } from '../support/engine';
@@ -85,13 +85,13 @@ export async function ledgerFixture(prefix = 'opled'): Promise<LedgerFixture> {
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A stuck row: claimed with a lease that has already lapsed. */
-export async function stuckRow(ledger: PostgresLedger, namespace: string, key: string, step = '') {
+export async function stuckRow(ledger: Ledger, namespace: string, key: string, step = '') {
 	await ledger.claim([{ namespace, key, step, fingerprint: null }], { mode: 'lease', holder: 'execution:dead', leaseMs: 1, ttlMs: 86_400_000 });
 	await sleep(15);
 }
 
 export async function recordRow(
-	ledger: PostgresLedger,
+	ledger: Ledger,
 	namespace: string,
 	key: string,
 	status: 'completed' | 'failed_retryable' | 'needs_review',
@@ -101,6 +101,6 @@ export async function recordRow(
 	await ledger.record([{ namespace, key, step, status, ...extra }], { ttlMs: 86_400_000 });
 }
 
-export async function liveRow(ledger: PostgresLedger, namespace: string, key: string, step = '') {
+export async function liveRow(ledger: Ledger, namespace: string, key: string, step = '') {
 	await ledger.claim([{ namespace, key, step, fingerprint: null }], { mode: 'lease', holder: 'execution:alive', leaseMs: 600_000, ttlMs: 86_400_000 });
 }
