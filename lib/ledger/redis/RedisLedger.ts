@@ -810,7 +810,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			const members = indexes.map((i) => member(batch.rows[i].key, batch.rows[i].step));
 			const args: Array<string | number> = [indexes.length];
 			indexes.forEach((i, j) => args.push(members[j], transferToImport(batch.rows[i])));
-			const keys = [...k.fixed, ...members.map(k.row), ...indexes.map((i) => k.steps(batch.rows[i].key))];
+			const keys = [...k.fixed, ...members.map(k.row)];
 			return { name: 'idemLedgerImportRows', namespace, keys, args };
 		});
 		for (const c of batch.checkpoints) {

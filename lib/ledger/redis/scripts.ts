@@ -855,8 +855,8 @@ return {done and 1 or 0, lastScore, lastMember, fmt(now), rows}
 `;
 
 /**
- * Import of a ledger copy (see ../transfer.ts for the rule). KEYS: 8 fixed, n row keys, n
- * step-set keys. ARGV: n, then per row: member, the row as JSON in the stored field names, with
+ * Import of a ledger copy (see ../transfer.ts for the rule). KEYS: 8 fixed, n row keys. ARGV: n,
+ * then per row: member, the row as JSON in the stored field names, with
  * `lm` (lease ms left) and `em` (ms until it expires; absent: kept until resolved) instead of `le`
  * and `e`, and `g` present (any number) when the source row had a fencing token.
  * A row is written when the target has none live, or when its rank is higher than the target's.
@@ -867,7 +867,7 @@ const IMPORT_ROWS = `
 local n = tonumber(ARGV[1])
 local out, fence = {}, nil
 for i = 1, n do
-	local rk, sk = KEYS[8 + i], KEYS[8 + n + i]
+	local rk = KEYS[8 + i]
 	local m, src = ARGV[2 * i], cjson.decode(ARGV[2 * i + 1])
 	local old = readrow(rk)
 	local verdict = 1
@@ -885,7 +885,7 @@ for i = 1, n do
 			if not fence then fence = redis.call('HINCRBY', META, 'fence', 1) end
 			row.g = fence
 		end
-		store(rk, sk, m, row, old)
+		store(rk, m, row, old)
 	end
 	out[i] = verdict
 end
