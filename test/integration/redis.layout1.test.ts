@@ -4,6 +4,7 @@ import type { ClaimOptions } from '../../lib/ledger';
 import { RedisLedger } from '../../lib/ledger/redis';
 import { LAYOUT_VERSION, member, namespaceKeys, versionKey } from '../../lib/ledger/redis/keys';
 import { deletePrefix, describeIfRedis, newRedisClient, uniquePrefix } from '../support/redis';
+import { copyLedger } from '../../lib/ledger/transfer';
 import { SCRIPTS as LAYOUT1 } from '../support/redisLayout1Scripts';
 
 const DAY = 86_400_000;
@@ -133,5 +134,35 @@ describeIfRedis('Redis layout 1 rows')('Redis: rows written in layout 1 keep wor
 		// each counted once.
 		expect((await client.zrange(k.fixed[0], 0, -1)).sort()).toEqual([member('order-2', ''), member('order-3', 'send')]);
 		expect((await ledger.stats(ns)).byStatus).toEqual({ in_progress: 0, completed: 2, failed_retryable: 0, needs_review: 0 });
+	});
+	test('a ledger copy exports every layout 1 row beside layout 2 ones, and imports over a layout 1 row as the ledger writes', async () => {
+		const ledger = new RedisLedger({ client, prefix });
+		await ledger.claim([{ namespace: ns, key: 'order-5', step: 'ship', fingerprint: null }], seen);
+		const rows: string[] = [];
+		let cursor: string | null = null;
+		do {
+			const page: Awaited<ReturnType<RedisLedger['exportBatch']>> = await ledger.exportBatch(cursor, 2);
+			rows.push(...page.rows.map((r) => `${r.key}|${r.step}|${r.status}`));
+			cursor = page.next;
+		} while (cursor !== null);
+		expect(rows.sort()).toEqual(['order-1|charge|completed', 'order-1|mail:x|completed', 'order-1||completed', 'order-2||completed', 'order-3|send|in_progress', 'order-5|ship|completed']);
+
+		// Into a layout 2 ledger: every step of a layout 1 key arrives and is found there.
+		const otherPrefix = uniquePrefix('redispc-l1-copy');
+		const other = new RedisLedger({ client, prefix: otherPrefix });
+		try {
+			expect(await copyLedger(ledger, other)).toMatchObject({ rowsCopied: 6 });
+			expect((await other.get(ns, 'order-1')).map((r) => r.step)).toEqual(['', 'charge', 'mail:x']);
+			expect((await other.claim([{ namespace: ns, key: 'order-1', step: 'mail:x', fingerprint: null }], seen))[0].kind).toBe('duplicate');
+			// Back into the layout 1 prefix, order-3's step now completed there: it replaces the layout 1 row once, in every index.
+			const [row] = await other.get(ns, 'order-3');
+			await other.record([{ namespace: ns, key: 'order-3', step: 'send', status: 'completed', fingerprint: null, fence: row.fence! }], { ttlMs: DAY });
+			expect(await copyLedger(other, ledger)).toMatchObject({ rowsCopied: 0, rowsReplaced: 1, rowsAlreadyPresent: 5 });
+			expect((await ledger.get(ns, 'order-3')).map((r) => [r.step, r.status])).toEqual([['send', 'completed']]);
+			expect((await ledger.list({ namespace: ns, status: 'in_progress', limit: 10 })).records).toEqual([]);
+			expect((await ledger.stats(ns)).byStatus).toEqual({ in_progress: 0, completed: 6, failed_retryable: 0, needs_review: 0 });
+		} finally {
+			await deletePrefix(client, otherPrefix);
+		}
 	});
 });
