@@ -824,7 +824,9 @@ return out
 /**
  * Export of a ledger copy (see ../transfer.ts). KEYS: 8 fixed. ARGV: afterScore, afterMember ('' =
  * from the start), want, budget. Walks the updated_at index from just after (afterScore,
- * afterMember) like LIST, reading at most about `budget` entries; changes nothing.
+ * afterMember) like LIST, reading at most about `budget` entries; changes nothing. Every row of
+ * both key layouts is in that index (layout 1 writers indexed there too), so a prefix upgraded
+ * from layout 1 exports the rows a layout 1 writer left beside its layout 2 ones.
  * Returns {done, lastScore, lastMember, now, {row text, ...}} (live rows only; `now` is this
  * script's clock, to turn the rows' absolute times into durations).
  */
