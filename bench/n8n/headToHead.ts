@@ -21,6 +21,7 @@
 import { execFileSync } from 'child_process';
 import { createHash, randomUUID } from 'crypto';
 import * as fs from 'fs';
+import * as os from 'os';
 import { Redis } from 'ioredis';
 import { Client, Pool } from 'pg';
 
@@ -251,6 +252,40 @@ async function concurrency(n8n: N8nInstance, credentialId: string) {
 	if (errors.length) console.log(`\nFailed executions, as n8n recorded them:\n\n${errors.map((e) => `- ${e}`).join('\n')}`);
 }
 
+/**
+ * BENCH_PARTS=profile: one `n8n execute` per row (first sight, then all duplicates) under
+ * `node --cpu-prof`, with n8n's task runners off and on (N8N_RUNNERS_ENABLED), the profiles in
+ * BENCH_PROFILE_DIR (default a temp folder). Summarise one with `node bench/n8n/cpuprofile.js <file>`.
+ */
+async function profile(n8n: N8nInstance, credentialId: string) {
+	const dir = process.env.BENCH_PROFILE_DIR ?? fs.mkdtempSync(`${os.tmpdir()}/h2h-profile-`);
+	fs.mkdirSync(dir, { recursive: true });
+	const suffix = Date.now().toString(36);
+	const rows = (runners: string): Array<[string, object]> => [
+		['rd', removeDuplicates()],
+		['field', dedupeGate(`h2h-prof-field-${runners}-${suffix}`, { keySource: 'field', keyField: 'id' }, credentialId)],
+	];
+	console.log(`\n### CPU profiles (\`n8n execute\` under --cpu-prof), in ${dir}\n`);
+	console.log('| row | task runners | first sight (ms) | all duplicates (ms) | profiles |');
+	console.log('|---|---|---:|---:|---|');
+	for (const runners of (process.env.BENCH_PROFILE_RUNNERS ?? 'false,true').split(',')) {
+		for (const [row, underTest] of rows(runners)) {
+			const { id } = await n8n.createWorkflow(manualWorkflow(`profile ${row} runners=${runners}`, underTest));
+			const out: string[] = [];
+			const files: string[] = [];
+			for (const run of ['first', 'dup']) {
+				const runDir = `${dir}/${row}-runners-${runners}-${run}`;
+				fs.mkdirSync(runDir, { recursive: true });
+				await quiesce();
+				const { run: result } = await n8n.executeCli(id, { env: { N8N_LOG_LEVEL: 'info', N8N_RUNNERS_ENABLED: runners, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${runDir}` } });
+				out.push(fmt(nodeExecutionTime(result, 'Under Test')));
+				files.push(runDir);
+			}
+			console.log(`| ${row} | ${runners} | ${out[0]} | ${out[1]} | ${files.join(', ')} |`);
+		}
+	}
+}
+
 /** The gate's own account of its time (its debug log line, see nodes/DedupeGate/execute.ts). */
 const GATE_TIMES = /Dedupe Gate "Under Test": (\d+) items in ([\d.]+) ms: keys and fingerprints ([\d.]+) ms, ledger open ([\d.]+) ms, claim ([\d.]+) ms, routing ([\d.]+) ms/g;
 const PHASES = ['total', 'keys and fingerprints', 'ledger open', 'claim', 'routing'];
@@ -405,6 +440,7 @@ async function main() {
 		if (parts.has('concurrency')) await concurrency(n8n, credential.id);
 		if (parts.has('roundtrips')) await roundTrips(n8n);
 		if (parts.has('breakdown')) await breakdown(n8n, credential.id);
+		if (parts.has('profile')) await profile(n8n, credential.id);
 	} finally {
 		await n8n.stop();
 		await dropRedisKeys();
