@@ -47,6 +47,13 @@ const ROWS = process.env.BENCH_ROWS ? new Set(['rd', ...process.env.BENCH_ROWS.s
  * not vacuum before each execution, so the report gives the figures both ways.
  */
 const QUIESCE = process.env.BENCH_QUIESCE !== '0';
+/**
+ * BENCH_N8N_RUNNERS=true|false sets N8N_RUNNERS_ENABLED for the n8n under test (n8n's default
+ * otherwise: off on 1.x, on from 2.0). With them off, n8n 1.x runs the Code node that makes the
+ * items in vm2 in its own process, and every node after it reads them through vm2's proxies
+ * (docs/benchmarks.md, "n8n 1.x: where the time goes").
+ */
+const RUNNERS = process.env.BENCH_N8N_RUNNERS;
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const table = `bench_h2h_${Date.now().toString(36)}`;
@@ -413,7 +420,10 @@ async function roundTrips(n8n: N8nInstance) {
 async function main() {
 	const runtime = await ensureRuntime();
 	// The warm part of the breakdown reads the gate's debug line from the main process's log.
-	const n8n = await startN8n({ withPackage: true, env: parts.has('breakdown') ? { N8N_LOG_LEVEL: 'debug' } : {} });
+	const n8n = await startN8n({
+		withPackage: true,
+		env: { ...(parts.has('breakdown') ? { N8N_LOG_LEVEL: 'debug' } : {}), ...(RUNNERS ? { N8N_RUNNERS_ENABLED: RUNNERS } : {}) },
+	});
 	try {
 		await n8n.setupOwner();
 		await n8n.createApiKey();
@@ -428,7 +438,7 @@ async function main() {
 		const setup = new Pool({ connectionString: DATABASE_URL, max: 1 });
 		await new PostgresLedger({ pool: setup, table }).ensureSchema();
 		await setup.end();
-		console.log(`## npm run bench:n8n — n8n ${runtime.version} on Node ${execFileSync(n8n.runtime.nodeBin, ["-v"], { encoding: "utf8" }).trim()} (${n8n.runtime.nodeBin}), expression engine: ${process.env.N8N_EXPRESSION_ENGINE ?? "n8n's default"}, ${new Date().toISOString()}`);
+		console.log(`## npm run bench:n8n — n8n ${runtime.version} on Node ${execFileSync(n8n.runtime.nodeBin, ["-v"], { encoding: "utf8" }).trim()} (${n8n.runtime.nodeBin}), expression engine: ${process.env.N8N_EXPRESSION_ENGINE ?? "n8n's default"}, task runners: ${RUNNERS ?? "n8n's default"}, ${new Date().toISOString()}`);
 		const redis = new URL(REDIS_URL);
 		const redisCredential = await n8n.createCredential({
 			name: 'Ledger on Redis',
