@@ -1,3 +1,5 @@
+import type { IDataObject } from 'n8n-workflow';
+
 import { FACTS_FIELD, itemWithFacts, withFactsField } from '../../lib/n8n/facts';
 
 describe('withFactsField', () => {
@@ -23,6 +25,47 @@ describe('withFactsField', () => {
 		expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
 		expect((out as Record<string, unknown>).polluted).toBeUndefined();
 		expect(Object.prototype.hasOwnProperty.call(out, '__proto__')).toBe(true);
+		expect(JSON.stringify(out)).toBe(`{"id":"evt_2","__proto__":{"polluted":true},"${FACTS_FIELD}":{"outcome":"new"}}`);
+	});
+});
+
+describe('withFactsField on JSON behind a proxy (n8n 1.x: Code node items from vm2)', () => {
+	const facts = { outcome: 'new' };
+	/** A proxy that counts what is asked of it, as vm2's bridge answers each of these in turn. */
+	const counted = (target: object) => {
+		const asked = { ownKeys: 0, getOwnPropertyDescriptor: 0, get: 0, has: 0 };
+		const proxy = new Proxy(target, {
+			ownKeys: (t) => (asked.ownKeys++, Reflect.ownKeys(t)),
+			getOwnPropertyDescriptor: (t, k) => (asked.getOwnPropertyDescriptor++, Reflect.getOwnPropertyDescriptor(t, k)),
+			get: (t, k, r) => (asked.get++, Reflect.get(t, k, r)),
+			has: (t, k) => (asked.has++, Reflect.has(t, k)),
+		});
+		return { proxy: proxy as IDataObject, asked };
+	};
+
+	test('copies what Object.assign copies, facts last, input left alone', () => {
+		const target = { id: 'evt_1', nested: { a: 1 }, [FACTS_FIELD]: { outcome: 'old' }, amount: 3 };
+		const { proxy } = counted(target);
+		const out = withFactsField(proxy, facts);
+		expect(out).toEqual({ ...Object.assign({}, target), [FACTS_FIELD]: facts });
+		expect(Object.keys(out)).toEqual(['id', 'nested', FACTS_FIELD, 'amount']);
+		expect(out.nested).toBe(target.nested);
+		expect(target[FACTS_FIELD]).toEqual({ outcome: 'old' });
+		expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+	});
+
+	test('reads the member names once and each value once, and asks for no descriptor', () => {
+		// Object.assign (the copy before) asked for each member's descriptor too, and for "__proto__".
+		const { proxy, asked } = counted({ id: 'evt_1', amount: 1 });
+		withFactsField(proxy, facts);
+		expect(asked).toEqual({ ownKeys: 1, getOwnPropertyDescriptor: 0, get: 2, has: 0 });
+	});
+
+	test('a "__proto__" member stays a member', () => {
+		const { proxy } = counted(JSON.parse('{"id":"evt_2","__proto__":{"polluted":true}}'));
+		const out = withFactsField(proxy, facts);
+		expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+		expect((out as Record<string, unknown>).polluted).toBeUndefined();
 		expect(JSON.stringify(out)).toBe(`{"id":"evt_2","__proto__":{"polluted":true},"${FACTS_FIELD}":{"outcome":"new"}}`);
 	});
 });
