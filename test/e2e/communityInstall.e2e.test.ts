@@ -118,6 +118,7 @@ test("Settings → Community Nodes: n8n's own npm install of the tarball succeed
 		'promptCache',
 		'promptCacheChatModel',
 		'startStep',
+		'idempotencyBuiltinApi',
 		'idempotencyPostgresApi',
 		'idempotencyRedisApi',
 	]);
