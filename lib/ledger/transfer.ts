@@ -282,3 +282,19 @@ export function decodeTransferCursor<T>(cursor: string, valid: (v: unknown) => v
 	}
 	throw new LedgerInputError('The copy cursor is not one this ledger made', 'Start the copy again from the beginning.');
 }
+
+/** The export phases of a table-backed ledger (PostgreSQL, Built-in), in the order they are read. */
+export type TablePhase = 'rows' | 'cp' | 'days' | 'audit';
+export const TABLE_PHASES: TablePhase[] = ['rows', 'cp', 'days', 'audit'];
+/** A table-backed ledger's export cursor, inside encodeTransferCursor. */
+export interface TableCursor {
+	p: TablePhase;
+	/** The primary key (or audit id) of the last item of the page before; null: from the start. */
+	a: string[] | null;
+}
+
+export const isTableCursor = (v: unknown): v is TableCursor =>
+	typeof v === 'object' &&
+	v !== null &&
+	TABLE_PHASES.includes((v as TableCursor).p) &&
+	((v as TableCursor).a === null || (Array.isArray((v as TableCursor).a) && (v as TableCursor).a!.every((x) => typeof x === 'string')));

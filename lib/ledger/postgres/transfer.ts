@@ -18,25 +18,16 @@ import {
 	type TransferCheckpoint,
 	type TransferDay,
 	type TransferRow,
+	isTableCursor as isCursor,
+	type TableCursor as Cursor,
+	type TablePhase as Phase,
+	TABLE_PHASES as PHASES,
 } from '../transfer';
 import { COUNTS_KEPT_DAYS, type Status } from '../types';
 import { KEEP_UNTIL_RESOLVED, type TableNames } from './schema';
 
 type Query = <R extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]) => Promise<R[]>;
 
-type Phase = 'rows' | 'cp' | 'days' | 'audit';
-const PHASES: Phase[] = ['rows', 'cp', 'days', 'audit'];
-interface Cursor {
-	p: Phase;
-	/** Where the last page ended: the primary key (or audit id) of its last item; null: from the start. */
-	a: string[] | null;
-}
-
-const isCursor = (v: unknown): v is Cursor =>
-	typeof v === 'object' &&
-	v !== null &&
-	PHASES.includes((v as Cursor).p) &&
-	((v as Cursor).a === null || (Array.isArray((v as Cursor).a) && (v as Cursor).a!.every((x) => typeof x === 'string')));
 
 const epochMs = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
 const TODAY = `(now() AT TIME ZONE 'UTC')::date`;

@@ -12,24 +12,15 @@ import {
 	type TransferCheckpoint,
 	type TransferDay,
 	type TransferRow,
+	isTableCursor as isCursor,
+	type TableCursor as Cursor,
+	type TablePhase as Phase,
+	TABLE_PHASES as PHASES,
 } from '../transfer';
 import type { Status } from '../types';
 import type { SqlRow, SqlValue, Statement } from './driver';
 import { KEEP_UNTIL_RESOLVED } from './schema';
 
-type Phase = 'rows' | 'cp' | 'days' | 'audit';
-const PHASES: Phase[] = ['rows', 'cp', 'days', 'audit'];
-interface Cursor {
-	p: Phase;
-	/** The primary key (or audit id) of the last item of the page before; null: from the start. */
-	a: string[] | null;
-}
-
-const isCursor = (v: unknown): v is Cursor =>
-	typeof v === 'object' &&
-	v !== null &&
-	PHASES.includes((v as Cursor).p) &&
-	((v as Cursor).a === null || (Array.isArray((v as Cursor).a) && (v as Cursor).a!.every((x) => typeof x === 'string')));
 
 const text = (v: SqlValue | undefined): string | null => (v === null || v === undefined ? null : String(v));
 const num = (v: SqlValue | undefined): number | null => (v === null || v === undefined ? null : Number(v));
