@@ -48,14 +48,14 @@ describeIfRedis('Redis layout 1 rows')('Redis: rows written in layout 1 keep wor
 		client.disconnect();
 	});
 
-	test('the rows are layout 1 (a step set per key, no members index), and the ledger marks the prefix as layout 2', async () => {
+	test('the rows are layout 1 (a step set per key, no members index), and the ledger marks the prefix as the current layout', async () => {
 		const k = namespaceKeys(prefix, ns);
 		expect((await client.smembers(k.steps('order-1'))).sort()).toEqual([member('order-1', ''), member('order-1', 'charge'), member('order-1', 'mail:x')].sort());
 		expect(await client.exists(k.members)).toBe(0);
 		const ledger = new RedisLedger({ client, prefix });
 		await ledger.ensureSchema();
 		expect(await client.get(versionKey(prefix))).toBe(String(LAYOUT_VERSION));
-		expect(LAYOUT_VERSION).toBe(2);
+		expect(LAYOUT_VERSION).toBe(3);
 	});
 
 	test('get finds every step of a layout 1 key, once each, also after a step is rewritten in layout 2', async () => {
@@ -100,6 +100,31 @@ describeIfRedis('Redis layout 1 rows')('Redis: rows written in layout 1 keep wor
 		);
 		expect(done.kind).toBe('written');
 		expect((await ledger.get(ns, 'order-3')).map((r) => [r.status, r.result])).toEqual([['completed', { ok: 1 }]]);
+	});
+
+	test('stats read the in-progress rows an older layout indexed by lease, and a layout 3 lease is indexed by its status alone', async () => {
+		const ledger = new RedisLedger({ client, prefix });
+		const k = namespaceKeys(prefix, ns);
+		const leaseIndex = k.fixed[2];
+		const firstSeenIndex = k.fixed[3];
+		const [old] = await ledger.get(ns, 'order-3');
+		expect(await client.zcard(leaseIndex)).toBe(1);
+		let stats = await ledger.stats(ns);
+		expect([stats.byStatus.in_progress, stats.stuck, stats.oldestInProgressAt]).toEqual([1, 0, old.firstSeenAt]);
+		// A lease taken now, which lapses: found stuck by reading its row; no lease or first-seen entry.
+		const [fresh] = await ledger.claim([{ namespace: ns, key: 'order-4', step: '', fingerprint: null }], { ...lease, leaseMs: 100 });
+		expect(fresh.kind).toBe('claimed');
+		await new Promise((r) => setTimeout(r, 300));
+		stats = await ledger.stats(ns);
+		expect([stats.byStatus.in_progress, stats.stuck, stats.oldestInProgressAt]).toEqual([2, 1, old.firstSeenAt]);
+		expect(await client.zcard(leaseIndex)).toBe(1);
+		expect(await client.zcard(firstSeenIndex)).toBe(1);
+		// Settling the layout 1 row removes the entries it had there.
+		await ledger.record([{ namespace: ns, key: 'order-3', step: 'send', status: 'completed', fingerprint: null, fence: old.fence! }], { holder: 'old-run', ttlMs: DAY });
+		expect(await client.exists(leaseIndex, firstSeenIndex)).toBe(0);
+		stats = await ledger.stats(ns);
+		expect([stats.byStatus.in_progress, stats.stuck]).toEqual([1, 1]);
+		expect(stats.oldestInProgressAt).toEqual(fresh.kind === 'claimed' ? fresh.record.firstSeenAt : null);
 	});
 
 	test('release finds every layout 1 step of a key and leaves no index entry behind', async () => {

@@ -596,36 +596,35 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 
 	/**
 	 * Counts come from the status indexes (O(log n)); the oldest in-progress row and the lapsed
-	 * leases need each index entry checked, so the script does that in bounded slices and this
-	 * calls it again, with its cursor and the first call's server time, until both are done.
+	 * leases are read off the in-progress rows themselves (no index is written for them on the claim
+	 * path), so the script reads them in bounded slices and this calls it again, with its cursor and
+	 * the first call's server time, until the scan is done. Stats cost O(rows in progress).
 	 */
 	async stats(namespace: string): Promise<NamespaceStats> {
 		await this.ensureSchema();
 		const k = namespaceKeys(this.prefix, namespace);
-		let state = { cutoff: '', oldestDone: '', score: '', member: '', stuck: 0 };
+		let state = { cutoff: '', score: '', member: '', stuck: 0, oldest: '' };
 		let first: Array<number | string | null> | null = null;
-		let oldest: string | null = null;
 		for (;;) {
 			const [reply] = await this.run([
 				{
 					name: 'idemLedgerStats',
 					namespace,
 					keys: k.fixed,
-					args: [state.cutoff, state.oldestDone, state.score, state.member, state.stuck, STATS_BUDGET],
+					args: [state.cutoff, state.score, state.member, state.stuck, state.oldest, STATS_BUDGET],
 				},
 			]);
 			const out = reply as Array<number | string | null>;
 			first ??= out;
-			if (out[6] !== null && out[6] !== undefined) oldest = String(out[6]);
-			state = { cutoff: String(out[11]), oldestDone: out[7] === 1 ? '1' : '', score: String(out[9]), member: String(out[10]), stuck: Number(out[5]) };
-			if (out[7] === 1 && out[8] === 1) break;
+			state = { cutoff: String(out[10]), score: String(out[8]), member: String(out[9]), stuck: Number(out[5]), oldest: out[6] === null ? '' : String(out[6]) };
+			if (out[7] === 1) break;
 		}
 		const byStatus = Object.fromEntries(STATUSES.map((s, i) => [s, Number(first[i])])) as Record<Status, number>;
 		return {
 			namespace,
 			byStatus,
 			duplicatesBlocked: Number(first[4] ?? 0),
-			oldestInProgressAt: oldest === null ? null : new Date(Number(oldest)),
+			oldestInProgressAt: state.oldest === '' ? null : new Date(Number(state.oldest)),
 			stuck: state.stuck,
 		};
 	}

@@ -159,7 +159,8 @@ local function keymembers(ekey)
 	end
 	return out
 end
--- Forgets a member everywhere: every index, and a layout 1 step set.
+-- Forgets a member everywhere: every index, and a layout 1 step set. LEASE and IPFS are written
+-- by layout 2 only (see keys.ts): a member is removed from them here, with its other entries.
 local function unindex(m)
 	redis.call('ZREM', IDX, m)
 	redis.call('ZREM', LEASE, m)
@@ -176,16 +177,14 @@ local function store(rk, m, row, old)
 		-- Leftovers of an expired row (a member absent from IDX is in no index at all).
 		unindex(m)
 	end
-	local raw = put(rk, row)
-	redis.call('ZADD', IDX, fmt(row.u), m)
-	redis.call('ZADD', ST[row.st], fmt(row.e), m)
-	if row.st == 'in_progress' then
-		redis.call('ZADD', LEASE, fmt(row.le), m)
-		redis.call('ZADD', IPFS, fmt(row.fs), m)
-	elseif old and old.st == 'in_progress' then
+	if old and old.st == 'in_progress' and row.st ~= 'in_progress' then
+		-- A row layout 2 claimed may have entries there.
 		redis.call('ZREM', LEASE, m)
 		redis.call('ZREM', IPFS, m)
 	end
+	local raw = put(rk, row)
+	redis.call('ZADD', IDX, fmt(row.u), m)
+	redis.call('ZADD', ST[row.st], fmt(row.e), m)
 	if inmembers(m) then redis.call('ZADD', MEMBERS, 0, m) end
 	return raw
 end
@@ -215,26 +214,21 @@ local function stage(rk, m, row, old)
 	if old then
 		if old.st ~= row.st then stagerem(ST[old.st], m) end
 		if old.st == 'in_progress' and row.st ~= 'in_progress' then
+			-- A row layout 2 claimed may have entries there.
 			stagerem(LEASE, m)
 			stagerem(IPFS, m)
 		end
 	else
 		-- No live row: an expired one may have left entries in indexes this write does not
-		-- overwrite (ZREM of an absent member does nothing).
+		-- overwrite (ZREM of an absent member does nothing), layout 2's included.
 		for _, s in ipairs(STATUSES) do
 			if s ~= row.st then stagerem(ST[s], m) end
 		end
-		if row.st ~= 'in_progress' then
-			stagerem(LEASE, m)
-			stagerem(IPFS, m)
-		end
+		stagerem(LEASE, m)
+		stagerem(IPFS, m)
 	end
 	stageadd(IDX, fmt(row.u), m)
 	stageadd(ST[row.st], fmt(row.e), m)
-	if row.st == 'in_progress' then
-		stageadd(LEASE, fmt(row.le), m)
-		stageadd(IPFS, fmt(row.fs), m)
-	end
 	if inmembers(m) then stageadd(MEMBERS, 0, m) end
 	return raw
 end
@@ -357,31 +351,27 @@ for i = 1, n do
 end
 -- The index entries of the fresh rows (what stage does for each, gathered): IDX first, since a
 -- member absent from IDX is in no index at all; when ZADD adds every one of them, no expired row
--- left entries to remove elsewhere.
+-- left entries to remove elsewhere. One argument list per slice serves both indexes: the same
+-- members, the scores rewritten in place.
 local added = 0
 for i = 1, #fresh, 1000 do
-	local args = {}
-	for j = i, math.min(#fresh, i + 999) do
+	local args, last = {}, math.min(#fresh, i + 999)
+	for j = i, last do
 		args[#args + 1] = NOW
 		args[#args + 1] = fresh[j]
 	end
 	added = added + redis.call('ZADD', IDX, unpack(args))
+	for j = 1, #args, 2 do args[j] = E end
+	redis.call('ZADD', ST[status], unpack(args))
 end
 for _, m in ipairs(fresh) do
-	stageadd(ST[status], E, m)
-	if mode == 'lease' then
-		stageadd(LEASE, LE, m)
-		stageadd(IPFS, NOW, m)
-	end
 	if inmembers(m) then stageadd(MEMBERS, 0, m) end
 	if added < #fresh then
 		for _, s in ipairs(STATUSES) do
 			if s ~= status then stagerem(ST[s], m) end
 		end
-		if mode ~= 'lease' then
-			stagerem(LEASE, m)
-			stagerem(IPFS, m)
-		end
+		stagerem(LEASE, m)
+		stagerem(IPFS, m)
 	end
 end
 flush()
@@ -697,67 +687,53 @@ return {n, redis.call('ZCARD', IDX)}
 `;
 
 /**
- * KEYS: 8 fixed. ARGV: cutoff ('' on the first call: this script's clock), oldest done ('1'),
- * stuck cursor score, stuck cursor member ('' = from the start), stuck so far, budget.
- * Stats in bounded slices: each call checks at most `budget` index entries, and the client calls
- * again with the returned state until both scans are done. Every call judges "lapsed" by the
- * first call's server time (the cutoff), so the slices add up to one exact answer.
+ * KEYS: 8 fixed. ARGV: cutoff ('' on the first call: this script's clock), cursor score, cursor
+ * member ('' = from the start), stuck so far, oldest first seen so far (''), budget.
+ * Stats in bounded slices: each call checks at most `budget` in-progress rows, and the client calls
+ * again with the returned state until the scan is done. Every call judges by the first call's
+ * server time (the cutoff), so the slices add up to one answer as of that instant. Stuck leases and
+ * the oldest in-progress row are found by reading the in-progress rows themselves (the status
+ * index from the cutoff on, so only rows still live then): the claim writes no index for them.
  * Returns {in_progress, completed, failed_retryable, needs_review, blocked, stuck, oldestFirstSeen,
- * oldest done, stuck done, cursor score, cursor member, cutoff}.
+ * done, cursor score, cursor member, cutoff}.
  */
 const STATS = `
 local cutoff = tonumber(ARGV[1]) or now
-local oldestDone, cs, cm, stuck, budget = ARGV[2] == '1', ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local cs, cm, stuck, oldest, budget = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local out = {}
-for i, s in ipairs(STATUSES) do out[i] = redis.call('ZCOUNT', ST[s], '(' .. fmt(now), '+inf') end
+for i, s in ipairs(STATUSES) do out[i] = redis.call('ZCOUNT', ST[s], '(' .. fmt(cutoff), '+inf') end
 out[5] = redis.call('HGET', META, 'blocked') or '0'
-local work = 0
-out[7] = false
--- The oldest in-progress row: the head of the first-seen index, dropping entries of expired rows.
-while not oldestDone and work < budget do
-	local first = redis.call('ZRANGE', IPFS, 0, 0, 'WITHSCORES')
-	if #first == 0 then
-		oldestDone = true
-	else
-		work = work + 1
-		if redis.call('EXISTS', BASE .. 'r:' .. first[1]) == 1 then
-			out[7] = first[2]
-			oldestDone = true
-		else
-			unindex(first[1])
-		end
-	end
-end
--- Lapsed leases: the lease index up to the cutoff, from just after the cursor.
-local stuckDone = false
-local lo = 0
-if cs ~= '' then lo = rankafter(LEASE, cs, cm) end
-while not stuckDone and work < budget do
-	local batch = redis.call('ZRANGE', LEASE, lo, lo + math.min(99, budget - work - 1), 'WITHSCORES')
-	if #batch == 0 then stuckDone = true end
+local Z = ST.in_progress
+local lo
+if cs == '' then lo = redis.call('ZCOUNT', Z, '-inf', fmt(cutoff)) else lo = rankafter(Z, cs, cm) end
+local work, done = 0, false
+while not done and work < budget do
+	local batch = redis.call('ZRANGE', Z, lo, lo + math.min(99, budget - work - 1), 'WITHSCORES')
+	if #batch == 0 then done = true end
 	for j = 1, #batch, 2 do
 		local m, score = batch[j], batch[j + 1]
-		if tonumber(score) > cutoff then
-			stuckDone = true
-			break
-		end
 		work = work + 1
-		if redis.call('EXISTS', BASE .. 'r:' .. m) == 1 then
-			stuck = stuck + 1
-			lo = lo + 1
-			cs, cm = score, m
-		else
+		local rk = BASE .. 'r:' .. m
+		local row = readrow(rk)
+		if not row and redis.call('EXISTS', rk) == 0 then
 			-- Later ranks move down by one: lo stays.
 			unindex(m)
+		else
+			if row and row.st == 'in_progress' then
+				if row.le ~= nil and row.le <= cutoff then stuck = stuck + 1 end
+				if row.fs <= cutoff and (not oldest or row.fs < oldest) then oldest = row.fs end
+			end
+			lo = lo + 1
+			cs, cm = score, m
 		end
 	end
 end
 out[6] = stuck
-out[8] = oldestDone and 1 or 0
-out[9] = stuckDone and 1 or 0
-out[10] = cs
-out[11] = cm
-out[12] = fmt(cutoff)
+out[7] = oldest and fmt(oldest) or false
+out[8] = done and 1 or 0
+out[9] = cs
+out[10] = cm
+out[11] = fmt(cutoff)
 return out
 `;
 
