@@ -31,6 +31,7 @@ export interface ClaimRef {
 	fence: number;
 }
 
+/** A row as the ledger answered it: a value, read-only (its Dates may be shared with other records of the same answer). */
 export interface LedgerRecord extends RowId {
 	status: Status;
 	/** The run that holds the lease (null once the row is settled). */

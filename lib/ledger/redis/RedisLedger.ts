@@ -79,7 +79,22 @@ interface Call {
 
 /** Optional text in script arguments: '' is null, anything else is prefixed with '='. */
 const opt = (v: string | null | undefined) => (v === null || v === undefined ? '' : `=${v}`);
-const date = (v: number | null | undefined) => (v === null || v === undefined ? null : new Date(v));
+/**
+ * Dates of one reply, one object per instant: the rows of a batch share their few instants (the
+ * script's clock, the lease end, the expiry), so 10,000 records need a handful of Date objects, not
+ * 40,000 for the garbage collector to copy. Records are values: nothing changes a Date in place.
+ */
+function datesOfReply(): (ms: number) => Date {
+	const seen = new Map<number, Date>();
+	return (ms) => {
+		let d = seen.get(ms);
+		if (d === undefined) {
+			d = new Date(ms);
+			seen.set(ms, d);
+		}
+		return d;
+	};
+}
 
 const LONE_SURROGATE_POSSIBLE = /[\ud800-\udfff]/;
 /**
@@ -101,7 +116,7 @@ function rowHead(r: ClaimRequest): string {
  * A row as the scripts return it: its JSON text, and the milliseconds its lease had left by the
  * script's clock (null without a lease). Nothing here reads the host's clock.
  */
-function toRecord(namespace: string, text: unknown, leaseRemainingMs: unknown): LedgerRecord {
+function toRecord(namespace: string, text: unknown, leaseRemainingMs: unknown, at: (ms: number) => Date = datesOfReply()): LedgerRecord {
 	const r = JSON.parse(String(text)) as StoredRow;
 	return {
 		namespace,
@@ -109,7 +124,7 @@ function toRecord(namespace: string, text: unknown, leaseRemainingMs: unknown): 
 		step: r.s,
 		status: r.st as Status,
 		leaseHolder: r.lh ?? null,
-		leaseExpiresAt: date(r.le),
+		leaseExpiresAt: r.le === null || r.le === undefined ? null : at(r.le),
 		leaseRemainingMs: leaseRemainingMs === null || leaseRemainingMs === undefined ? null : Number(leaseRemainingMs),
 		fence: r.g ?? null,
 		fingerprint: r.fp ?? null,
@@ -118,9 +133,9 @@ function toRecord(namespace: string, text: unknown, leaseRemainingMs: unknown): 
 		result: r.res === undefined || r.res === null ? null : JSON.parse(r.res),
 		attempts: r.a,
 		previousStatus: (r.ps ?? null) as Status | null,
-		firstSeenAt: new Date(r.fs),
-		updatedAt: new Date(r.u),
-		expiresAt: new Date(r.e),
+		firstSeenAt: at(r.fs),
+		updatedAt: at(r.u),
+		expiresAt: at(r.e),
 		phase: r.ph ?? null,
 	};
 }
@@ -128,7 +143,8 @@ function toRecord(namespace: string, text: unknown, leaseRemainingMs: unknown): 
 /** Rows as get and list scripts return them: text, lease ms left, text, lease ms left, ... */
 function toRecords(namespace: string, flat: unknown[]): LedgerRecord[] {
 	const out: LedgerRecord[] = [];
-	for (let j = 0; j < flat.length; j += 2) out.push(toRecord(namespace, flat[j], flat[j + 1]));
+	const at = datesOfReply();
+	for (let j = 0; j < flat.length; j += 2) out.push(toRecord(namespace, flat[j], flat[j + 1], at));
 	return out;
 }
 
@@ -207,11 +223,27 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 	 * Runs script calls, then registers `namespaces` as holding rows. Standalone: everything in one
 	 * pipeline. Cluster: one pipeline per namespace, in parallel, then the registry.
 	 * The registry write always follows the row writes (purgeExpired relies on that order).
+	 * With `onReply`, each call's reply is handed over as it arrives, while Redis still runs the
+	 * calls after it: reading a reply overlaps the server's work instead of following all of it. A
+	 * failed call is not handed over; it fails the run as without `onReply`.
 	 */
-	private async run(calls: Call[], namespaces: string[] = []): Promise<unknown[]> {
+	private async run(calls: Call[], namespaces: string[] = [], onReply?: (call: number, reply: unknown) => void): Promise<unknown[]> {
 		if (calls.length === 0) return [];
-		const script = (p: ChainableCommander, c: Call) =>
-			(p as unknown as Record<string, (args: unknown[]) => void>)[c.name]([c.keys.length, ...c.keys, ...c.args]);
+		let failure: unknown = null;
+		const script = (p: ChainableCommander, c: Call) => {
+			const args = [c.keys.length, ...c.keys, ...c.args];
+			const send = (p as unknown as Record<string, (args: unknown[], done?: (error: Error | null, reply: unknown) => void) => void>)[c.name];
+			if (!onReply) return send.call(p, args);
+			const i = calls.indexOf(c);
+			send.call(p, args, (error, reply) => {
+				if (error || failure !== null) return;
+				try {
+					onReply(i, reply);
+				} catch (e) {
+					failure = e;
+				}
+			});
+		};
 		const register = (p: ChainableCommander) => {
 			if (namespaces.length > 0) p.zadd(this.registry, 'NX', ...namespaces.flatMap((ns) => [0, ns]));
 		};
@@ -220,6 +252,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 				for (const c of calls) script(p, c);
 				register(p);
 			});
+			if (failure !== null) throw failure;
 			return replies.slice(0, calls.length);
 		}
 		const groups = new Map<string, number[]>();
@@ -236,6 +269,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			}),
 		);
 		if (namespaces.length > 0) await this.pipeline(register);
+		if (failure !== null) throw failure;
 		return replies;
 	}
 
@@ -302,8 +336,8 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			}
 			return { name: 'idemLedgerClaim', namespace, keys, args };
 		});
-		const replies = await this.run(calls, [...new Set(chunks.map((c) => c.namespace))]);
-		replies.forEach((reply, c) => {
+		const at = datesOfReply();
+		const settle = (c: number, reply: unknown) => {
 			const { namespace, indexes } = chunks[c];
 			const flat = reply as Array<number | string | null>;
 			// The script's clock, the token of this call's claims, one code per request, then two
@@ -323,7 +357,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 						step: wellFormed(r.step),
 						status: options.mode === 'lease' ? 'in_progress' : 'completed',
 						leaseHolder: options.mode === 'lease' ? holder : null,
-						leaseExpiresAt: options.mode === 'lease' ? new Date(now + leaseMs) : null,
+						leaseExpiresAt: options.mode === 'lease' ? at(now + leaseMs) : null,
 						leaseRemainingMs: leaseRemaining,
 						fence,
 						fingerprint: r.fingerprint === null || r.fingerprint === undefined ? null : wellFormed(r.fingerprint),
@@ -332,9 +366,9 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 						result: null,
 						attempts: 1,
 						previousStatus: null,
-						firstSeenAt: new Date(now),
-						updatedAt: new Date(now),
-						expiresAt: new Date(now + ttlMs),
+						firstSeenAt: at(now),
+						updatedAt: at(now),
+						expiresAt: at(now + ttlMs),
 						phase: null,
 					};
 					outcomes[index] = { kind: 'claimed', record, previousStatus: null, previousPhase: null };
@@ -345,13 +379,14 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 				const second = flat[next + 1];
 				next += 2;
 				if (code === 49 /* '1' */) {
-					const record = toRecord(namespace, text, leaseRemaining);
+					const record = toRecord(namespace, text, leaseRemaining, at);
 					outcomes[index] = { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase: (second as string | null) ?? null };
 				} else {
-					outcomes[index] = classifyExisting(toRecord(namespace, text, second), requests[index], options.mode);
+					outcomes[index] = classifyExisting(toRecord(namespace, text, second, at), requests[index], options.mode);
 				}
 			});
-		});
+		};
+		await this.run(calls, [...new Set(chunks.map((c) => c.namespace))], settle);
 		return outcomes as ClaimOutcome[];
 	}
 
