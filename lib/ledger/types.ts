@@ -1,6 +1,6 @@
 /**
- * The ledger contract. Every backend (PostgreSQL, Redis) implements `Ledger` and
- * passes the same contract suite in test/integration/ledger.contract.ts.
+ * The ledger contract. Every backend (PostgreSQL, Redis, the Built-in SQLite file) implements
+ * `Ledger` and passes the same contract suite in test/integration/ledger.contract.ts.
  * Nothing in lib/ledger knows about n8n.
  */
 
@@ -269,6 +269,21 @@ export interface DailyCounts {
 	counts: Record<string, number>;
 }
 
+/**
+ * Deleting expired rows without a cron job, for a backend whose rows do not expire by themselves:
+ * after a claim or an add of counts, at most `batch` rows at most once per `everyMs`, off the
+ * caller's path. Off when not given.
+ */
+export interface AutoPurgeOptions {
+	everyMs: number;
+	batch: number;
+}
+
+/**
+ * What every backend promises; each class documents only how it keeps it. Time is the ledger's
+ * own: every verdict (lease live or lapsed, row expired, the day of a counter) uses the backend's
+ * clock, never the caller's `Date`, so hosts with skewed clocks agree.
+ */
 export interface Ledger {
 	/** Create or migrate the storage. Safe to call from many processes at once. */
 	ensureSchema(): Promise<void>;

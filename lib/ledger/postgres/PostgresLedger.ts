@@ -3,7 +3,9 @@ import type { Pool, PoolClient, QueryResultRow } from 'pg';
 
 import { CheckpointRegressionError, LedgerError, LedgerInputError } from '../errors';
 import { classifyExisting, effectiveTtlMs, idKey, resolveBatch, sortByRowId } from '../claims';
+import { backgroundPurge } from '../autoPurge';
 import type {
+	AutoPurgeOptions,
 	Checkpoint,
 	ClaimOptions,
 	ClaimOutcome,
@@ -38,11 +40,7 @@ export interface PostgresLedgerOptions {
 	table?: string;
 	/** Keys per claim statement. */
 	chunkSize?: number;
-	/**
-	 * Delete expired rows in the background, at most `batch` rows at most once per `everyMs`,
-	 * after a claim. Off when not given.
-	 */
-	autoPurge?: { everyMs: number; batch: number };
+	autoPurge?: AutoPurgeOptions;
 }
 
 const DEFAULT_CHUNK = 5000;
@@ -306,8 +304,8 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 	private readonly chunkSize: number;
 	private schemaReady: Promise<void> | null = null;
 	private trips = 0;
-	private readonly autoPurge: PostgresLedgerOptions['autoPurge'];
-	private lastPurge = Date.now();
+	/** Called after each claim and add of counts (see backgroundPurge). */
+	private readonly purgeInBackground: () => void;
 	private importSql: PostgresImportSql | null = null;
 	private readonly sql: {
 		claim: string;
@@ -331,7 +329,7 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 		if (this.table.length > 50) assertIdentifier(`${this.table}_checkpoints`, 'table name');
 		this.t = tableNames(schema, this.table);
 		this.chunkSize = options.chunkSize ?? DEFAULT_CHUNK;
-		this.autoPurge = options.autoPurge;
+		this.purgeInBackground = backgroundPurge(options.autoPurge, (batch) => this.purgeExpired(batch));
 		this.sql = {
 			claim: this.claimSql(),
 			recordFenced: this.recordFencedSql(),
@@ -539,13 +537,6 @@ SELECT
 		await settleAll(chunks.map((chunk) => this.claimChunk(chunk, requests, outcomes, options)));
 		this.purgeInBackground();
 		return outcomes as ClaimOutcome[];
-	}
-
-	/** Retention without a cron job: a bounded delete now and then, off the caller's path. */
-	private purgeInBackground(): void {
-		if (!this.autoPurge || Date.now() - this.lastPurge < this.autoPurge.everyMs) return;
-		this.lastPurge = Date.now();
-		void this.purgeExpired(this.autoPurge.batch).catch(() => undefined);
 	}
 
 	private async claimChunk(

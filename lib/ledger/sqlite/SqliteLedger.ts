@@ -2,7 +2,9 @@ import { classifyExisting, compareCodePoints, effectiveTtlMs, idKey, resolveBatc
 import { CheckpointRegressionError, LedgerInputError } from '../errors';
 import { resultFromStored, resultToJson } from '../resultJson';
 import type { ExportBatch, LedgerExport } from '../transfer';
+import { backgroundPurge } from '../autoPurge';
 import type {
+	AutoPurgeOptions,
 	Checkpoint,
 	ClaimOptions,
 	ClaimOutcome,
@@ -37,8 +39,7 @@ export interface SqliteLedgerOptions {
 	busyTimeoutMs?: number;
 	/** Keys per write transaction: another process's write waits at most one chunk. */
 	chunkSize?: number;
-	/** Delete expired rows now and then, at most `batch` rows at most once per `everyMs`, after a claim. */
-	autoPurge?: { everyMs: number; batch: number };
+	autoPurge?: AutoPurgeOptions;
 }
 
 const DEFAULT_CHUNK = 5000;
@@ -164,8 +165,7 @@ const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
  * share it (n8n's main process, its task runners, `n8n execute` beside it) take turns, and each
  * transaction reads a row, decides, and writes it while no other process can. The file is in WAL
  * mode, so reads never wait for a write; a write waits for another process's write up to
- * `busyTimeoutMs`. Time is the ledger's own: every verdict uses SQLite's clock read once at the
- * start of the transaction, never the caller's `Date`.
+ * `busyTimeoutMs`. The ledger's clock is SQLite's, read once at the start of each transaction.
  *
  * `node:sqlite` is synchronous: a call runs to its end on the caller's thread. A chunk of 5,000
  * keys takes milliseconds.
@@ -174,8 +174,8 @@ export class SqliteLedger implements Ledger, LedgerExport {
 	readonly file: string;
 	private readonly busyTimeoutMs: number;
 	private readonly chunkSize: number;
-	private readonly autoPurge: SqliteLedgerOptions['autoPurge'];
-	private lastPurge = Date.now();
+	/** Called after each claim and add of counts (see backgroundPurge). */
+	private readonly purgeInBackground: () => void;
 	private db: Database | null = null;
 	private readonly statements = new Map<string, Statement>();
 	private schemaReady = false;
@@ -185,7 +185,7 @@ export class SqliteLedger implements Ledger, LedgerExport {
 		this.file = options.file;
 		this.busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
 		this.chunkSize = Math.max(1, Math.floor(options.chunkSize ?? DEFAULT_CHUNK));
-		this.autoPurge = options.autoPurge;
+		this.purgeInBackground = backgroundPurge(options.autoPurge, (batch) => this.purgeExpired(batch));
 	}
 
 	get roundTrips(): number {
@@ -385,14 +385,6 @@ export class SqliteLedger implements Ledger, LedgerExport {
 		}
 		this.purgeInBackground();
 		return outcomes as ClaimOutcome[];
-	}
-
-	/** Retention without a cron job: a bounded delete now and then, after a claim. */
-	private purgeInBackground(): void {
-		if (!this.autoPurge || Date.now() - this.lastPurge < this.autoPurge.everyMs) return;
-		this.lastPurge = Date.now();
-		const batch = this.autoPurge.batch;
-		setImmediate(() => void this.purgeExpired(batch).catch(() => undefined));
 	}
 
 	async record(requests: RecordRequest[], options: RecordOptions): Promise<RecordOutcome[]> {
