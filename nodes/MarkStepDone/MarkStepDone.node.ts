@@ -25,7 +25,10 @@ export class MarkStepDone implements INodeType {
 		icon: { light: 'file:markStepDone.svg', dark: 'file:markStepDone.dark.svg' },
 		group: ['transform'],
 		version: 1,
-		subtitle: '={{ ($parameter["step"] ? $parameter["step"] : "unit of work") + ": " + $parameter["status"] }}',
+		// An empty Step records the region's step at the end of a Start Step region, and the unit of
+		// work anywhere else: the subtitle cannot see the canvas, so it names both. Short: the canvas
+		// cuts a subtitle at about 25 characters, and the status must stay in view.
+		subtitle: '={{ ($parameter["step"] ? $parameter["step"] : "region or unit") + ": " + $parameter["status"] }}',
 		description: 'Record that a step of a unit of work happened, with its result, so that a retry skips it',
 		defaults: { name: 'Mark Step Done' },
 		inputs: [NodeConnectionTypes.Main],

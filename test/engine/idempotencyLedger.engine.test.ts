@@ -9,7 +9,7 @@ import type { IConnections, INode, NodeOperationError } from 'n8n-workflow';
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { LEDGER_TYPE, ledgerFixture, recordRow, stuckRow, type LedgerFixture } from '../integration/idempotencyLedger.support';
 import { IdempotencyLedger } from '../../nodes/IdempotencyLedger/IdempotencyLedger.node';
-import { evaluateParameter, runWorkflow, type EngineWorkflow } from '../support/engine';
+import { runWorkflow, type EngineWorkflow } from '../support/engine';
 
 let f: LedgerFixture;
 const NS = 'stripe-events';
@@ -200,21 +200,5 @@ describe('bad input', () => {
 		expect(failed[0].pairedItem).toEqual({ item: 1 });
 		const after = await counts();
 		expect(after).toEqual({ ...before, rows: before.rows - 1, audit: before.audit + 1 });
-	});
-});
-
-describe('canvas subtitle', () => {
-	// n8n evaluates the subtitle with its own expression engine; a "}}" inside it would end the expression early.
-	test.each([
-		['key', 'get', 'Get key'],
-		['key', 'list', 'List keys'],
-		['key', 'release', 'Release key'],
-		['ledger', 'stats', 'Get stats'],
-		['ledger', 'purge', 'Purge expired'],
-		['checkpoint', 'get', 'Get checkpoint'],
-		['checkpoint', 'set', 'Set checkpoint'],
-	])('%s / %s → %s', async (resource, operation, expected) => {
-		const subtitle = new IdempotencyLedger().description.subtitle as string;
-		await expect(evaluateParameter({ resource, operation, subtitle }, { json: {} }, 'subtitle')).resolves.toBe(expected);
 	});
 });
