@@ -48,7 +48,8 @@ export const KEPT = {
 		why:
 			'a Cloud-only rule: Node timers where n8n-workflow\'s sleep does not fit: the lease keeper ' +
 			'renews a running step\'s lease on an interval, the idle-client sweeper closes unused ' +
-			'connections, and the ledger (which knows nothing about n8n) backs off between retries.',
+			'connections, and the ledger (which knows nothing about n8n) backs off between retries and ' +
+			'starts its background purge off the caller\'s path.',
 	},
 	'@n8n/community-nodes/no-credential-reuse': {
 		where: /^nodes\/GuardedSend\/GuardedSend\.node\.ts$/,
