@@ -6,7 +6,7 @@ import { LedgerInputError } from '../../lib/ledger/errors';
 import { assertKey, assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { atExecutionEnd, canActAtExecutionEnd } from '../../lib/n8n/executionEnd';
-import { gateFactsOf, inProgressReason, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
+import { gateFactsOf, inProgressReason, isProxiedJson, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import {
 	fieldSource,
 	formatPath,
@@ -258,6 +258,12 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	if (config.keyKind === 'engine' && items.length >= 1000) {
 		this.addExecutionHints({
 			message: `The key expression is evaluated by n8n for each of ${items.length} items, which is slow. Use "Key From: Field Name", a plain field such as {{ $json.id }} or {{ $('Webhook').item.json.id }}, or an expression that reads the item only through $json, $('Node').item and $itemIndex (no $input, arrow functions or template literals): those are read directly or evaluated for many items at once.`,
+			location: 'outputPane',
+		});
+	}
+	if (items.length >= 1000 && isProxiedJson(items[0].json)) {
+		this.addExecutionHints({
+			message: `These ${items.length} items come from a Code node (or another node that runs JavaScript) in n8n's built-in sandbox (task runners off, the default on n8n 1.x). Every node after it reads such items several times slower than plain ones, this gate and Remove Duplicates alike. To make them plain, set N8N_RUNNERS_ENABLED=true where n8n runs: Code nodes then run in task runners.`,
 			location: 'outputPane',
 		});
 	}

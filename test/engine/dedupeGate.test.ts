@@ -22,11 +22,11 @@ afterAll(async () => {
 	await pool.end();
 });
 
-function workflow(items: unknown[], gate: INodeParameters, extra: Partial<INode> = {}) {
+function workflow(items: unknown[], gate: INodeParameters, extra: Partial<INode> = {}, proxied = false) {
 	return {
 		nodes: [
 			{ id: '1', name: 'Start', type: 'test.manualTrigger', typeVersion: 1, position: [0, 0], parameters: {} },
-			{ id: '2', name: 'Events', type: 'test.items', typeVersion: 1, position: [200, 0], parameters: { items: JSON.stringify(items) } },
+			{ id: '2', name: 'Events', type: 'test.items', typeVersion: 1, position: [200, 0], parameters: { items: JSON.stringify(items), proxied } },
 			{ id: '3', name: 'Gate', type: GATE_TYPE, typeVersion: 1, position: [400, 0], parameters: gate, ...extra },
 		] as INode[],
 		connections: {
@@ -36,8 +36,8 @@ function workflow(items: unknown[], gate: INodeParameters, extra: Partial<INode>
 	};
 }
 
-const run = (items: unknown[], gate: INodeParameters, options: { extra?: Partial<INode>; workflowId?: string; creds?: object } = {}) =>
-	runWorkflow(workflow(items, gate, options.extra), {
+const run = (items: unknown[], gate: INodeParameters, options: { extra?: Partial<INode>; workflowId?: string; creds?: object; proxied?: boolean } = {}) =>
+	runWorkflow(workflow(items, gate, options.extra, options.proxied), {
 		credentials: (options.creds ?? credentials) as never,
 		nodeTypes: { [GATE_TYPE]: new DedupeGate() },
 		workflowId: options.workflowId ?? 'wf-gate',
@@ -61,6 +61,22 @@ function expectPaired(result: EngineRunResult) {
 
 describe('Dedupe Gate in the real engine', () => {
 	const events = Array.from({ length: 20 }, (_, i) => ({ id: `evt_${i}`, amount: i * 10 }));
+
+	test('1,000 items behind proxies (a Code node in n8n 1.x\'s sandbox) get a hint that names the setting; plain ones none', async () => {
+		const many = Array.from({ length: 1000 }, (_, i) => ({ id: `px_${i}`, nested: { n: i } }));
+		const sandboxed = await run(many, { options: { namespace: 'engine-proxied' }, mode: 'seen' }, { proxied: true });
+		expect(sandboxed.error).toBeUndefined();
+		const [fresh] = sandboxed.outputs('Gate');
+		expect(fresh).toHaveLength(1000);
+		expect(fresh[999].json).toMatchObject({ id: 'px_999', nested: { n: 999 }, idempotency: { outcome: 'new', key: 'px_999' } });
+		const hints = (sandboxed.runs('Gate')[0].hints ?? []).map((h) => h.message);
+		expect(hints).toEqual([expect.stringContaining('set N8N_RUNNERS_ENABLED=true where n8n runs')]);
+		expect(hints[0]).toContain('These 1000 items come from a Code node');
+
+		const plain = await run(many, { options: { namespace: 'engine-plain' }, mode: 'seen' });
+		expect(plain.outputs('Gate')[0]).toHaveLength(1000);
+		expect(plain.runs('Gate')[0].hints ?? []).toEqual([]);
+	});
 
 	test('first run: every item is New; an identical second run: every item is Duplicate', async () => {
 		const gate = { options: { namespace: 'engine-seen' }, mode: 'seen' };

@@ -61,6 +61,9 @@ export class ItemsFixture implements INodeType {
 				type: 'json',
 				default: '[]',
 			},
+			// Each item's JSON behind a proxy, as n8n 1.x hands on the items of a Code node that ran
+			// in its vm2 sandbox (task runners off).
+			{ displayName: 'Behind a Proxy', name: 'proxied', type: 'boolean', default: false },
 		],
 	});
 
@@ -75,12 +78,13 @@ export class ItemsFixture implements INodeType {
 		if (!Array.isArray(parsed)) {
 			throw new NodeOperationError(this.getNode(), 'Items must be a JSON array of objects');
 		}
+		const proxied = this.getNodeParameter('proxied', 0, false) as boolean;
 		return [
 			parsed.map((json, index) => {
 				if (json === null || typeof json !== 'object' || Array.isArray(json)) {
 					throw new NodeOperationError(this.getNode(), `Item ${index} is not an object`);
 				}
-				return { json: json as IDataObject, pairedItem: { item: 0 } };
+				return { json: (proxied ? new Proxy(json, {}) : json) as IDataObject, pairedItem: { item: 0 } };
 			}),
 		];
 	}
