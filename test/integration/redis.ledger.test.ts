@@ -149,7 +149,7 @@ describeIfRedis('Redis ledger specifics')('Redis ledger specifics', () => {
 		expect(stats.byStatus.in_progress).toBe(1_201);
 		expect(stats.stuck).toBe(1_200);
 		expect(stats.oldestInProgressAt).toEqual(stuckFirst.kind === 'claimed' ? stuckFirst.record.firstSeenAt : null);
-		// Layout 3 writes no lease or first-seen index: the in-progress status index alone.
+		// Layout 2 writes no lease or first-seen index: the in-progress status index alone.
 		const k = namespaceKeys(fx.prefix, ns);
 		expect(await fx.client.exists(k.fixed[2], k.fixed[3])).toBe(0);
 	});

@@ -14,9 +14,9 @@ import { STATUSES } from '../types';
  *                             those a layout 1 writer left, until they expire.
  *   {p:ns}:idx                sorted set, member -> updated_at (list order, paging)
  *   {p:ns}:st:<status>        sorted set per status, member -> expires_at (counts, purge)
- *   {p:ns}:lease, {p:ns}:ipfs layout 2 only: in_progress rows by lease expiry and by first seen.
- *                             Layout 3 writes neither (stats read the in_progress rows instead);
- *                             entries a layout 2 writer left are removed with their row's others.
+ *   {p:ns}:lease, {p:ns}:ipfs layout 1 only: in_progress rows by lease expiry and by first seen.
+ *                             Layout 2 writes neither (stats read the in_progress rows instead);
+ *                             entries a layout 1 writer left are removed with their row's others.
  *   {p:ns}:meta               hash, `blocked` = duplicates blocked, `fence` = last fencing token
  *                             handed out (never deleted, so tokens only grow)
  *   {p:ns}:cp:<name>          hash, one checkpoint
@@ -31,18 +31,16 @@ import { STATUSES } from '../types';
  */
 
 /**
- * The layout this version writes. Older layouts are read as they are, and the first ledger of this
- * version on a prefix marks it as this one (see RedisLedger.checkLayout); a version that knows only
- * an older layout then refuses the prefix.
  * 2: the steps of a key are found in `{p:ns}:members`, one sorted set per namespace written in
  * bulk by each script call, instead of a set per key written row by row (three commands and a key
- * per row). Rows themselves are stored as in layout 1.
- * 3: a claim in lease mode writes two index entries per row, as a claim in mark-seen mode does
- * (updated_at, and its status by expiry), no longer four: the lease and first-seen indexes are
- * gone, and stats find stuck leases and the oldest in-progress row by reading the in-progress rows.
- * A version of layout 2 would count no stuck lease among rows written since, so it is refused.
+ * per row); and a claim in lease mode writes two index entries per row, as one in mark-seen mode
+ * does (updated_at, and its status by expiry), not four: layout 1's lease and first-seen indexes
+ * are no longer written, and stats find stuck leases and the oldest in-progress row by reading
+ * the in-progress rows. Rows themselves are stored as in layout 1; layout 1 data is read as it
+ * is, and the first ledger of this version on a prefix marks it as layout 2 (see
+ * RedisLedger.checkLayout), after which a version that knows only layout 1 refuses the prefix.
  */
-export const LAYOUT_VERSION = 3;
+export const LAYOUT_VERSION = 2;
 
 const PREFIX = /^[A-Za-z0-9_.-]{1,64}$/;
 

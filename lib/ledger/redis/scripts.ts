@@ -160,7 +160,7 @@ local function keymembers(ekey)
 	return out
 end
 -- Forgets a member everywhere: every index, and a layout 1 step set. LEASE and IPFS are written
--- by layout 2 only (see keys.ts): a member is removed from them here, with its other entries.
+-- by layout 1 only (see keys.ts): a member is removed from them here, with its other entries.
 local function unindex(m)
 	redis.call('ZREM', IDX, m)
 	redis.call('ZREM', LEASE, m)
@@ -178,7 +178,7 @@ local function store(rk, m, row, old)
 		unindex(m)
 	end
 	if old and old.st == 'in_progress' and row.st ~= 'in_progress' then
-		-- A row layout 2 claimed may have entries there.
+		-- A row layout 1 claimed may have entries there.
 		redis.call('ZREM', LEASE, m)
 		redis.call('ZREM', IPFS, m)
 	end
@@ -214,13 +214,13 @@ local function stage(rk, m, row, old)
 	if old then
 		if old.st ~= row.st then stagerem(ST[old.st], m) end
 		if old.st == 'in_progress' and row.st ~= 'in_progress' then
-			-- A row layout 2 claimed may have entries there.
+			-- A row layout 1 claimed may have entries there.
 			stagerem(LEASE, m)
 			stagerem(IPFS, m)
 		end
 	else
 		-- No live row: an expired one may have left entries in indexes this write does not
-		-- overwrite (ZREM of an absent member does nothing), layout 2's included.
+		-- overwrite (ZREM of an absent member does nothing), layout 1's included.
 		for _, s in ipairs(STATUSES) do
 			if s ~= row.st then stagerem(ST[s], m) end
 		end
