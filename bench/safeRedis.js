@@ -21,7 +21,7 @@ const freePort = () =>
 	});
 
 /** { url, note, stop } of a Redis the Prompt Cache accepts: `url` itself when it is one. */
-async function safeRedisFor(client, url) {
+async function safeRedisFor(client, url, part = 'the Prompt Cache part') {
 	const report = await checkRedisSafety(client);
 	if (report.risks.length === 0) return { url, note: null, stop: () => undefined };
 	if (spawnSync('sh', ['-c', 'command -v redis-server']).status !== 0) return null;
@@ -32,7 +32,7 @@ async function safeRedisFor(client, url) {
 	for (let i = 0; i < 100 && cli('PING') !== 'PONG'; i++) await new Promise((r) => setTimeout(r, 100));
 	return {
 		url: `redis://127.0.0.1:${port}`,
-		note: `${url} can lose keys (${report.risks.map((r) => r.found).join('; ')}), so the Prompt Cache part ran on a throwaway redis-server ${port} with AOF on and no eviction`,
+		note: `${url} can lose keys (${report.risks.map((r) => r.found).join('; ')}), so ${part} ran on a throwaway redis-server ${port} with AOF on and no eviction`,
 		stop: () => {
 			cli('SHUTDOWN', 'NOSAVE');
 			fs.rmSync(dir, { recursive: true, force: true });
