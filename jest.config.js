@@ -15,4 +15,6 @@ module.exports = {
 	globalSetup: '<rootDir>/test/support/globalSetup.js',
 	globalTeardown: '<rootDir>/test/support/globalTeardown.js',
 	testTimeout: 60000,
+	// The longest files first, also in a cold CI without jest's cache (test/support/slowFirstSequencer.js).
+	testSequencer: '<rootDir>/test/support/slowFirstSequencer.js',
 };

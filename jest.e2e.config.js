@@ -18,5 +18,8 @@ module.exports = {
 	// database, user folder and ports, and most of a file's time is spent waiting (on leases, on a
 	// slow destination, on n8n's boot), so two share a 2-core machine well.
 	maxWorkers: Number(process.env.E2E_WORKERS || 2),
+	// The longest files first (test/support/slowFirstSequencer.js): a cold CI has no durations in
+	// jest's cache, and its file-size order started the slowest file among the last.
+	testSequencer: '<rootDir>/test/support/slowFirstSequencer.js',
 	verbose: true,
 };
