@@ -18,6 +18,12 @@
  * which means the same for every item but names `$runIndex`, so it is evaluated per item. Both
  * continue on error, so a failing item leaves on Duplicate with its message. The test compares,
  * item by item, the key each gate recorded or the error it raised.
+ *
+ * Each workflow runs in an `n8n execute` of its own, a fresh n8n process: the package's check of
+ * a shortcut runs once per process (and, if n8n fails it, turns the shortcut off until a
+ * restart), so each expression gets a check of its own. Most of a run is that process's boot, so
+ * the tests run side by side (test.concurrent), two `n8n execute` at a time across both engines,
+ * each engine's n8n booted once by its first test. (One after the other they took 321 s in CI.)
  */
 import { randomUUID } from 'crypto';
 
@@ -26,6 +32,8 @@ import { majorOf, nodeExecutionTime, startN8n, type N8nInstance, type WorkflowJs
 import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
 
 const ITEMS = 1_200;
+/** `n8n execute` processes at a time, across both engines' tests. */
+const CLI_AT_ONCE = 2;
 const table = uniqueLedgerTable('e2e_batched_keys');
 const ledger = new LedgerTables(table);
 
@@ -118,27 +126,56 @@ const expressions: Array<[string, Mode, boolean, number]> = [
 	["={{ ($json.tag ?? 'none') + '/' + $('Items').item.json.id + '/' + $('Shuffle').item.json.pos }}", 'through Shuffle, $getPairedItem in chunks', false, 0],
 ];
 
+/** Runs `task` once fewer than `limit` tasks of this limiter are running. */
+function limiter(limit: number) {
+	let running = 0;
+	const waiting: Array<() => void> = [];
+	return async <T>(task: () => Promise<T>): Promise<T> => {
+		if (running >= limit) await new Promise<void>((resolve) => waiting.push(resolve));
+		running++;
+		try {
+			return await task();
+		} finally {
+			running--;
+			waiting.shift()?.();
+		}
+	};
+}
+const cliSlot = limiter(CLI_AT_ONCE);
+
+afterAll(async () => {
+	await ledger.drop();
+});
+
 describe.each(['vm', 'legacy'])('e2e: item-local key expressions, batched, in a real n8n (%s expression engine)', (engine) => {
 	let n8n: N8nInstance | undefined;
-	let credentialId: string;
+	let booted: Promise<{ n8n: N8nInstance; credentialId: string }> | undefined;
 	const figures: string[] = [];
 
-	beforeAll(async () => {
-		n8n = await startN8n({ withPackage: true, env: { N8N_EXPRESSION_ENGINE: engine } });
-		await n8n.setupOwner();
-		await n8n.createApiKey();
-		credentialId = (await n8n.createCredential({ name: 'Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) })).id;
-	});
+	/**
+	 * The engine's n8n and the ledger credential, booted by the first of its tests to ask: tests
+	 * started with test.concurrent start before any beforeAll has run.
+	 */
+	const boot = () =>
+		(booted ??= (async () => {
+			n8n = await startN8n({ withPackage: true, env: { N8N_EXPRESSION_ENGINE: engine } });
+			await n8n.setupOwner();
+			await n8n.createApiKey();
+			const credentialId = (await n8n.createCredential({ name: 'Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) })).id;
+			return { n8n, credentialId };
+		})());
 
 	afterAll(async () => {
+		// Its tests have all ended here (a failed boot is reported by each test that awaited it).
+		await booted?.catch(() => undefined);
 		if (n8n) console.log(`n8n log: ${n8n.logFile}\n${figures.join('\n')}`);
 		await n8n?.stop();
-		await ledger.drop();
 	});
 
-	test.each(expressions)('%s, %s: every item gets the key, or the error, that per-item evaluation gives it', async (expression, mode, failures, padding) => {
+	test.concurrent.each(expressions)('%s, %s: every item gets the key, or the error, that per-item evaluation gives it', async (expression, mode, failures, padding) => {
 		const shuffled = mode.startsWith('through Shuffle');
-		const { run, stdout, stderr } = await n8n!.executeCli(workflow(expression, credentialId, `batched-${randomUUID().slice(0, 8)}`, padding, shuffled));
+		const { n8n, credentialId } = await boot();
+		const { run, stdout, stderr } = await cliSlot(() => n8n.executeCli(workflow(expression, credentialId, `batched-${randomUUID().slice(0, 8)}`, padding, shuffled)));
 		// n8n 1.123's vm engine answers `$('Items').item` with nothing for every item Shuffle
 		// re-paired, and so does its `$getPairedItem` there (its legacy engine, and n8n 2.x, find
 		// the Items item): a batch agrees with that. The package's direct reader of paired items
@@ -146,7 +183,7 @@ describe.each(['vm', 'legacy'])('e2e: item-local key expressions, batched, in a 
 		// that shortcut off and says so, and the gate gives each item what n8n gives it.
 		// And its `$input.all()` answers nothing there, so the whole-input batch fails its check too:
 		// the gate then evaluates in chunks of 500 through `$item(k)`, which passes it (no hint).
-		const oldVm = majorOf(n8n!.runtime) === 1 && engine === 'vm';
+		const oldVm = majorOf(n8n.runtime) === 1 && engine === 'vm';
 		const n8nLosesPairing = shuffled && oldVm;
 		const perItemInstead = n8nLosesPairing && mode === 'through Shuffle, read from the paired item';
 		const hints = JSON.stringify(run.data.resultData.runData.Batched[0].hints ?? []);
