@@ -29,11 +29,14 @@
  *      finds the charge the dead run made, and the step is recorded as sent (Skipped, recovered),
  *      not In Progress for 5 minutes. The API acted once.
  *
- * Cost: about 4 minutes per n8n version (236 s on 2.41.1, 238 s on 1.123.81; B alone is 3
- * minutes), on every version of the matrix, so about 12 minutes of `npm run test:e2e`; C adds
- * about 50 s (35 s of it waiting for the leases to lapse).
+ * Cost: B is 3 minutes of waiting on the slow destination, so it runs on an n8n of its own, booted
+ * beside the first one and started in beforeAll, while A and C (about 1.5 minutes, 35 s of C
+ * waiting for the leases to lapse) kill and restart the other: the file takes about B's time plus
+ * the boots instead of the sum (290 s in CI on 2.41.1 when they ran one after the other). B's test
+ * awaits that run and asserts on it as before. A and C never touch B's n8n (its own port, database,
+ * user folder and workflow; the event ids differ in the shared destination and ledger table).
  *
- * One n8n for the file; it is stopped in afterAll whatever happened.
+ * Both n8n are stopped in afterAll whatever happened.
  */
 import { randomUUID } from 'crypto';
 import http from 'http';
@@ -233,6 +236,9 @@ function sendWorkflow(ledgerCredential: { id: string; name: string }, apiUrl: st
 }
 
 let n8n: N8nInstance | undefined;
+/** B's n8n: the slow run holds it for 3 minutes while A and C kill and restart the other. */
+let slowN8n: N8nInstance | undefined;
+let slowWorkflowId = '';
 let dest: Destination;
 let api: StripeLikeServer;
 let workflowId = '';
@@ -267,17 +273,29 @@ beforeAll(async () => {
 	dest = await destination();
 	// C's API: the first charge is made and then never answered (n8n dies holding the call).
 	api = await stripeLikeServer({ honoursKey: false, plan: (n) => (n === 1 ? { kind: 'hang' } : { kind: 'normal' }) });
-	n8n = await startN8n({ withPackage: true });
-	await n8n.setupOwner();
-	await n8n.createApiKey();
-	const credential = await n8n.createCredential({ name: `Ledger ${table}`, type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) });
-	workflowId = await n8n.deploy(workflow({ id: credential.id, name: credential.name }, dest.url));
-	sendWorkflowId = await n8n.deploy(sendWorkflow({ id: credential.id, name: credential.name }, api.url));
+	/** An n8n with the package, the ledger credential and the gate's workflow deployed. */
+	const boot = async (set: (instance: N8nInstance) => void) => {
+		const instance = await startN8n({ withPackage: true });
+		set(instance);
+		await instance.setupOwner();
+		await instance.createApiKey();
+		const credential = await instance.createCredential({ name: `Ledger ${table}`, type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) });
+		const ref = { id: credential.id, name: credential.name };
+		return { instance, ref, id: await instance.deploy(workflow(ref, dest.url)) };
+	};
+	const [main, slow] = await Promise.all([boot((i) => (n8n = i)), boot((i) => (slowN8n = i))]);
+	workflowId = main.id;
+	sendWorkflowId = await n8n!.deploy(sendWorkflow(main.ref, api.url));
+	slowWorkflowId = slow.id;
+	slowRun = runSlow(slowN8n!);
+	// Awaited in B's test; a failure before then is reported there, not as an unhandled rejection.
+	slowRun.catch(() => undefined);
 });
 
 afterAll(async () => {
 	if (n8n) console.log(`n8n ${n8n.runtime.version} log: ${n8n.logFile}`);
-	await n8n?.stop();
+	if (slowN8n) console.log(`n8n ${slowN8n.runtime.version} log (B): ${slowN8n.logFile}`);
+	await Promise.all([n8n?.stop(), slowN8n?.stop()]);
 	await dest?.close();
 	await api?.close();
 	await ledger.drop();
@@ -338,49 +356,6 @@ describe('A. kill -9 of n8n in the middle of a run, with the gate at its default
 	}, 300_000);
 });
 
-describe('B. a destination that takes 3 minutes, with the gate at its defaults', () => {
-	test('redeliveries every 15 s during the 3 minutes are In Progress, the destination is called once, and afterwards a redelivery is a Duplicate', async () => {
-		const SLOW_MS = 180_000;
-		const event = `evt_slow_${Date.now()}`;
-		dest.plan(event, { kind: 'slow', ms: SLOW_MS });
-		const started = performance.now();
-		let firstDone = false;
-		const first = n8n!.post(PATH, { id: event }, { timeoutMs: SLOW_MS + 120_000 }).finally(() => (firstDone = true));
-		await dest.waitForCalls(event, 1);
-
-		const answers: Array<[number, string, number | null]> = [];
-		const leaseEnds = new Set<number>();
-		while (!firstDone) {
-			await Promise.race([sleep(15_000), first.catch(() => undefined)]);
-			if (firstDone) break;
-			const res = await n8n!.post(PATH, { id: event }, { timeoutMs: 30_000 });
-			const row = await gateRow(event);
-			if (row?.lease_expires_at) leaseEnds.add(row.lease_expires_at.getTime());
-			answers.push([performance.now() - started, outcomeOf(res), row?.lease_left_ms ?? null]);
-		}
-		const firstRes = await first;
-		const slowMs = performance.now() - started;
-		const after = await n8n!.post(PATH, { id: event });
-
-		figures['B. the slow run (destination 3 min)'] = `${secs(slowMs)}, answered ${outcomeOf(firstRes)}`;
-		figures['B. redeliveries during it'] = answers.map(([ms, o, left]) => `${secs(ms)} ${o} (lease left ${left === null ? '-' : secs(left)})`).join(', ');
-		figures['B. redelivery after it'] = outcomeOf(after);
-		figures['B. destination calls'] = String(dest.callsFor(event));
-		console.log(`B. ${answers.length} redeliveries during the ${secs(slowMs)} run: ${answers.map(([, o]) => o).join(', ')}; after: ${outcomeOf(after)}; destination calls: ${dest.callsFor(event)}; distinct lease ends seen: ${leaseEnds.size}`);
-
-		expect(outcomeOf(firstRes)).toBe('200 new');
-		expect(slowMs).toBeGreaterThanOrEqual(SLOW_MS);
-		expect(answers.length).toBeGreaterThanOrEqual(10);
-		expect(answers.filter(([, o]) => o !== '409 in_progress')).toEqual([]);
-		// The lease stayed short and moved on: renewed by the live run, never lapsed.
-		expect(answers.every(([, , left]) => left !== null && left > 0 && left <= 30_000)).toBe(true);
-		expect(leaseEnds.size).toBeGreaterThanOrEqual(answers.length - 1);
-		expect(dest.callsFor(event)).toBe(1);
-		expect(outcomeOf(after)).toBe('200 duplicate');
-		expect(await settledRow(event)).toMatchObject({ status: 'completed', attempts: 1 });
-	}, 420_000);
-});
-
 describe('C. kill -9 of n8n while Guarded Send waits on the destination, its lease settings at their defaults', () => {
 	test('a redelivery 35 s after the kill resolves the step with its check (Skipped, recovered), not In Progress; the API acted once', async () => {
 		const order = `ord_crash_${Date.now()}`;
@@ -418,4 +393,61 @@ describe('C. kill -9 of n8n while Guarded Send waits on the destination, its lea
 		expect(outcomeOf(await n8n!.post(SEND_PATH, { id: order }))).toBe('200 duplicate');
 		expect(api.actions.filter((a) => (a.body as { order?: string })?.order === order)).toHaveLength(1);
 	}, 240_000);
+});
+
+const SLOW_MS = 180_000;
+/** B's run, started in beforeAll on its own n8n; B's test awaits it. */
+let slowRun: ReturnType<typeof runSlow>;
+
+/**
+ * B: the first delivery, held 3 minutes by the destination; a redelivery every 15 s meanwhile,
+ * with the gate's row as PostgreSQL has it right after each; then one more after the run.
+ */
+async function runSlow(instance: N8nInstance) {
+	const event = `evt_slow_${Date.now()}`;
+	dest.plan(event, { kind: 'slow', ms: SLOW_MS });
+	const started = performance.now();
+	let firstDone = false;
+	const first = instance.post(PATH, { id: event }, { timeoutMs: SLOW_MS + 120_000 }).finally(() => (firstDone = true));
+	await dest.waitForCalls(event, 1);
+
+	const answers: Array<[number, string, number | null]> = [];
+	const leaseEnds = new Set<number>();
+	while (!firstDone) {
+		await Promise.race([sleep(15_000), first.catch(() => undefined)]);
+		if (firstDone) break;
+		const res = await instance.post(PATH, { id: event }, { timeoutMs: 30_000 });
+		const row = await gateRow(event, slowWorkflowId);
+		if (row?.lease_expires_at) leaseEnds.add(row.lease_expires_at.getTime());
+		answers.push([performance.now() - started, outcomeOf(res), row?.lease_left_ms ?? null]);
+	}
+	const firstRes = await first;
+	const slowMs = performance.now() - started;
+	const after = await instance.post(PATH, { id: event });
+	return { event, answers, leaseEnds, firstRes, slowMs, after };
+}
+
+// Last: B has run since beforeAll on its own n8n, while A and C ran on the other.
+describe('B. a destination that takes 3 minutes, with the gate at its defaults', () => {
+	test('redeliveries every 15 s during the 3 minutes are In Progress, the destination is called once, and afterwards a redelivery is a Duplicate', async () => {
+		// Run since beforeAll, on B's own n8n, while A and C ran on the other.
+		const { event, answers, leaseEnds, firstRes, slowMs, after } = await slowRun;
+
+		figures['B. the slow run (destination 3 min)'] = `${secs(slowMs)}, answered ${outcomeOf(firstRes)}`;
+		figures['B. redeliveries during it'] = answers.map(([ms, o, left]) => `${secs(ms)} ${o} (lease left ${left === null ? '-' : secs(left)})`).join(', ');
+		figures['B. redelivery after it'] = outcomeOf(after);
+		figures['B. destination calls'] = String(dest.callsFor(event));
+		console.log(`B. ${answers.length} redeliveries during the ${secs(slowMs)} run: ${answers.map(([, o]) => o).join(', ')}; after: ${outcomeOf(after)}; destination calls: ${dest.callsFor(event)}; distinct lease ends seen: ${leaseEnds.size}`);
+
+		expect(outcomeOf(firstRes)).toBe('200 new');
+		expect(slowMs).toBeGreaterThanOrEqual(SLOW_MS);
+		expect(answers.length).toBeGreaterThanOrEqual(10);
+		expect(answers.filter(([, o]) => o !== '409 in_progress')).toEqual([]);
+		// The lease stayed short and moved on: renewed by the live run, never lapsed.
+		expect(answers.every(([, , left]) => left !== null && left > 0 && left <= 30_000)).toBe(true);
+		expect(leaseEnds.size).toBeGreaterThanOrEqual(answers.length - 1);
+		expect(dest.callsFor(event)).toBe(1);
+		expect(outcomeOf(after)).toBe('200 duplicate');
+		expect(await settledRow(event, 15_000, slowWorkflowId)).toMatchObject({ status: 'completed', attempts: 1 });
+	}, 420_000);
 });
