@@ -1,7 +1,8 @@
 /**
  * The copy's main case (issue 29): a user who outgrows one n8n instance moves the Built-in ledger
- * into PostgreSQL or Redis without losing what was already sent. 100,000 rows in every state,
- * every field checked on arrival, a second run that copies nothing, a stopped copy resumed, and
+ * into PostgreSQL or Redis without losing what was already sent. 20,000 rows in every state
+ * (TRANSFER_ROWS=100000 for a real ledger's size, see ledger.transfer.suite.ts), every field
+ * checked on arrival, a second run that copies nothing, a stopped copy resumed, and
  * the merge rule (ledger.transfer.suite.ts). node:sqlite: runs on Node 22.13+ (jest.config.js),
  * i.e. in `npm test`'s Node 24 step.
  */
