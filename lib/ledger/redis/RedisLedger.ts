@@ -230,11 +230,11 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 	private async run(calls: Call[], namespaces: string[] = [], onReply?: (call: number, reply: unknown) => void): Promise<unknown[]> {
 		if (calls.length === 0) return [];
 		let failure: unknown = null;
-		const script = (p: ChainableCommander, c: Call) => {
+		const script = (p: ChainableCommander, i: number) => {
+			const c = calls[i];
 			const args = [c.keys.length, ...c.keys, ...c.args];
 			const send = (p as unknown as Record<string, (args: unknown[], done?: (error: Error | null, reply: unknown) => void) => void>)[c.name];
 			if (!onReply) return send.call(p, args);
-			const i = calls.indexOf(c);
 			send.call(p, args, (error, reply) => {
 				if (error || failure !== null) return;
 				try {
@@ -249,7 +249,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		};
 		if (!this.isCluster) {
 			const replies = await this.pipeline((p) => {
-				for (const c of calls) script(p, c);
+				for (let i = 0; i < calls.length; i++) script(p, i);
 				register(p);
 			});
 			if (failure !== null) throw failure;
@@ -264,7 +264,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		const replies = new Array<unknown>(calls.length);
 		await Promise.all(
 			[...groups.values()].map(async (indexes) => {
-				const out = await this.pipeline((p) => indexes.forEach((i) => script(p, calls[i])));
+				const out = await this.pipeline((p) => indexes.forEach((i) => script(p, i)));
 				indexes.forEach((i, j) => (replies[i] = out[j]));
 			}),
 		);
