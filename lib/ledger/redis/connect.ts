@@ -163,6 +163,11 @@ export const redisSettingsKey = (s: RedisSettings) => createHash('sha256').updat
  * 15 minutes is closed.
  */
 export function redisLedger(settings: RedisSettings): RedisLedger {
+	return entryOf(settings).ledger;
+}
+
+/** The cached client of these settings (made when there is none), its settings hashed once. */
+function entryOf(settings: RedisSettings) {
 	const key = redisSettingsKey(settings);
 	let entry = cache.get(key);
 	if (entry && entry.client.status === 'end') {
@@ -179,7 +184,7 @@ export function redisLedger(settings: RedisSettings): RedisLedger {
 		startSweeper();
 	}
 	entry.lastUsed = Date.now();
-	return entry.ledger;
+	return entry;
 }
 
 /**
@@ -190,8 +195,7 @@ export function redisLedger(settings: RedisSettings): RedisLedger {
  * Rejects with LedgerUnavailableError when the server cannot be reached.
  */
 export function redisSafety(settings: RedisSettings): Promise<RedisSafety> {
-	redisLedger(settings);
-	const entry = cache.get(redisSettingsKey(settings))!;
+	const entry = entryOf(settings);
 	const pending = (entry.safety ??= checkRedisSafety(entry.client).then(
 		(report) => {
 			if (report.risks.length > 0 && entry.safety === pending) entry.safety = null;
