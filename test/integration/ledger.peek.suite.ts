@@ -45,6 +45,24 @@ export function peekSuite(open: () => Promise<{ ledger: Ledger & { roundTrips: n
 		expect(await fx.ledger.peek!([])).toEqual([]);
 	});
 
+	test('ids of several namespaces, mixed: each answered in its place', async () => {
+		const a = `peek-a-${Date.now()}`;
+		const b = `peek-b-${Date.now()}`;
+		await fx.ledger.claim(
+			[
+				{ namespace: a, key: 'k', step: 's', fingerprint: null },
+				{ namespace: b, key: 'k', step: 's', fingerprint: null },
+			],
+			{ mode: 'seen', holder: 'h', leaseMs: 0, ttlMs: DAY },
+		);
+		const out = await fx.ledger.peek!([
+			{ namespace: b, key: 'k', step: 's' },
+			{ namespace: a, key: 'absent', step: 's' },
+			{ namespace: a, key: 'k', step: 's' },
+		]);
+		expect(out.map((r) => r && [r.namespace, r.key, r.status, r.leaseRemainingMs])).toEqual([[b, 'k', 'completed', null], null, [a, 'k', 'completed', null]]);
+	});
+
 	test('an expired row reads as absent', async () => {
 		const ns = `peek-exp-${Date.now()}`;
 		await fx.ledger.claim([{ namespace: ns, key: 'k', step: '', fingerprint: null }], { mode: 'seen', holder: 'h', leaseMs: 0, ttlMs: 300 });

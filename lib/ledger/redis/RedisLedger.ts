@@ -117,7 +117,10 @@ function rowHead(r: ClaimRequest): string {
  * script's clock (null without a lease). Nothing here reads the host's clock.
  */
 function toRecord(namespace: string, text: unknown, leaseRemainingMs: unknown, at: (ms: number) => Date = datesOfReply()): LedgerRecord {
-	const r = JSON.parse(String(text)) as StoredRow;
+	return recordOf(namespace, JSON.parse(String(text)) as StoredRow, leaseRemainingMs, at);
+}
+
+function recordOf(namespace: string, r: StoredRow, leaseRemainingMs: unknown, at: (ms: number) => Date): LedgerRecord {
 	return {
 		namespace,
 		key: r.k,
@@ -478,25 +481,47 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 	}
 
 	/** The rows of `ids` as they are, null where absent or expired: one script call per namespace, reads only. */
+	/**
+	 * A plain read needs no script: the server's `TIME` and one `MGET` per chunk, in one pipeline
+	 * (in Cluster, one per namespace, on the node of its slot), judged by that clock here as the
+	 * scripts judge by theirs. A row `MGET` returns was live when it was read, so a row it returns
+	 * that `TIME` (read just before) already counts as expired is one that expired in between.
+	 */
 	async peek(ids: RowId[]): Promise<Array<LedgerRecord | null>> {
 		if (ids.length === 0) return [];
 		await this.ensureSchema();
+		const out = new Array<LedgerRecord | null>(ids.length).fill(null);
+		const read = async (chunks: Array<{ namespace: string; indexes: number[] }>) => {
+			const replies = await this.pipeline((p) => {
+				p.time();
+				for (const { namespace, indexes } of chunks) {
+					const k = namespaceKeys(this.prefix, namespace);
+					p.mget(indexes.map((i) => k.row(member(ids[i].key, ids[i].step))));
+				}
+			});
+			const [seconds, micros] = replies[0] as [string, string];
+			const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+			const at = datesOfReply();
+			chunks.forEach(({ namespace, indexes }, c) => {
+				const texts = replies[c + 1] as Array<string | null>;
+				indexes.forEach((index, j) => {
+					if (texts[j] === null || texts[j] === undefined) return;
+					const row = JSON.parse(texts[j]!) as StoredRow;
+					if (row.e <= now) return;
+					out[index] = recordOf(namespace, row, row.le === null || row.le === undefined ? null : Math.max(0, row.le - now), at);
+				});
+			});
+		};
 		const chunks = this.chunks(
 			ids.map((_, i) => i),
 			(i) => ids[i].namespace,
 		);
-		const calls = chunks.map(({ namespace, indexes }): Call => {
-			const k = namespaceKeys(this.prefix, namespace);
-			return { name: 'idemLedgerPeek', namespace, keys: indexes.map((i) => k.row(member(ids[i].key, ids[i].step))), args: [] };
-		});
-		const replies = await this.run(calls);
-		const out = new Array<LedgerRecord | null>(ids.length).fill(null);
-		replies.forEach((reply, c) => {
-			const flat = reply as Array<string | number | null>;
-			chunks[c].indexes.forEach((index, j) => {
-				if (flat[2 * j] !== null && flat[2 * j] !== undefined) out[index] = toRecord(chunks[c].namespace, flat[2 * j], flat[2 * j + 1]);
-			});
-		});
+		if (!this.isCluster) await read(chunks);
+		else {
+			const byNamespace = new Map<string, typeof chunks>();
+			for (const chunk of chunks) byNamespace.set(chunk.namespace, [...(byNamespace.get(chunk.namespace) ?? []), chunk]);
+			await Promise.all([...byNamespace.values()].map(read));
+		}
 		return out;
 	}
 

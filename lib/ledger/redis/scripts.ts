@@ -498,26 +498,6 @@ end)
 `;
 
 /**
- * KEYS: row keys (of one namespace). Returns, flat, per key: the row's text or nil (absent or
- * expired by this script's clock), its lease ms left or nil. Reads only.
- */
-const PEEK = `
-local out = {}
-for i = 1, #KEYS do
-	local raw = redis.call('GET', KEYS[i])
-	local row = raw and cjson.decode(raw)
-	if row and row.e > now then
-		out[2 * i - 1] = raw
-		out[2 * i] = row.le ~= nil and math.max(0, row.le - now) or false
-	else
-		out[2 * i - 1] = false
-		out[2 * i] = false
-	end
-end
-return out
-`;
-
-/**
  * KEYS: 8 fixed, the layout 1 step set of the key (its name ends with the escaped key). Returns,
  * flat, per live row: its text, lease ms left (nil without a lease).
  */
@@ -938,7 +918,6 @@ export const SCRIPTS = {
 	idemLedgerMarkPhase: COMMON + ROWS + OWNED + MARK_PHASE,
 	idemLedgerRenewLeases: COMMON + ROWS + OWNED + RENEW_LEASES,
 	idemLedgerGet: COMMON + ROWS + GET,
-	idemLedgerPeek: COMMON + PEEK,
 	idemLedgerList: COMMON + ROWS + LIST,
 	idemLedgerRelease: COMMON + CALENDAR + ROWS + RELEASE,
 	idemLedgerPurge: COMMON + ROWS + PURGE,
