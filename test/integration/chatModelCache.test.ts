@@ -213,7 +213,10 @@ function chatCacheSuite(open: () => Promise<{ ledger: Ledger; dispose(): Promise
 		const s = settings();
 		const h = host();
 		const models = Array.from({ length: 10 }, () => cached(s, h));
-		for (const m of models) m.delayMs = 400;
+		// Long enough for all ten to reach the ledger while the first is still at the model, even on
+		// a loaded machine (at 400 ms, six of them once came after its answer was stored: hits
+		// that never waited).
+		for (const m of models) m.delayMs = 1_500;
 		const shared = { n: 0 };
 		for (const m of models) m.reply = () => ({ text: `the one answer ${++shared.n}` });
 		const out = await Promise.all(models.map((m) => m.invoke([new HumanMessage('same question')])));
