@@ -15,7 +15,7 @@
  * also adds a line `<seconds>\t<phase>` to it (.ci/run prints those in its own table). Extra
  * arguments go to jest (e.g. a test file pattern).
  */
-const { spawn, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -56,101 +56,60 @@ function smokePartsMissed(report) {
 		.map(({ entry, only }) => `${entry.file}: "${only ?? entry.tests}"`);
 }
 
-/**
- * Installs each version of the plan (in order; a cached one takes no time), then runs them. The
- * version smoke of CI's plan runs beside the whole suite, one file at a time (E2E_SMOKE_ALONGSIDE=0
- * runs it after): the suite's files spend most of their time waiting, and the smoke, run after it,
- * was 4 of CI's 33 minutes. Its output is kept and printed once it ends, not interleaved.
- */
-async function main() {
-	const rows = [];
-	const runs = [];
-	for (const { version, scope } of plan()) {
-		const node = nodeOf(version);
-		console.log(`\n[test:e2e] n8n ${version} on Node ${node}: installing (cached after the first time)`);
-		const started = Date.now();
-		const install = spawnSync('bash', [path.join(root, 'scripts', 'n8n-runtime.sh')], { env: { ...process.env, N8N_VERSION: version }, stdio: ['ignore', 'ignore', 'inherit'] });
-		const installMs = Date.now() - started;
-		recordTime(installMs, `n8n ${version}: install, or wait for it (cached: 0 s)`);
-		const row = { version, node, scope, installMs, ms: 0, passed: 0, failed: 0, total: 0, files: 0, ok: false, note: '' };
-		rows.push(row);
-		if (install.status !== 0) row.note = 'install failed';
-		else runs.push(row);
+const rows = [];
+for (const { version, scope } of plan()) {
+	const node = nodeOf(version);
+	const env = { ...process.env, N8N_VERSION: version };
+	console.log(`\n[test:e2e] n8n ${version} on Node ${node}: installing (cached after the first time)`);
+	let started = Date.now();
+	const install = spawnSync('bash', [path.join(root, 'scripts', 'n8n-runtime.sh')], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+	const installMs = Date.now() - started;
+	recordTime(installMs, `n8n ${version}: install, or wait for it (cached: 0 s)`);
+	const row = { version, node, scope, installMs, ms: 0, passed: 0, failed: 0, total: 0, files: 0, ok: false, note: '' };
+	rows.push(row);
+	if (install.status !== 0) {
+		row.note = 'install failed';
+		continue;
 	}
-	const alongside = process.env.E2E_SMOKE_ALONGSIDE !== '0' && runs.some((r) => r.scope === 'whole') && runs.some((r) => r.scope === 'smoke');
-	if (alongside) {
-		const smoke = runs.find((r) => r.scope === 'smoke');
-		await Promise.all(runs.map((row) => runJest(row, row === smoke ? { quiet: true, workers: 1 } : {})));
-	} else {
-		for (const row of runs) await runJest(row, {});
-	}
-	return rows;
-}
-
-/** One jest run of the real-n8n suite on `row.version`; fills in the row. `quiet`: output kept, printed at the end. */
-function runJest(row, { quiet = false, workers }) {
-	const { version, scope } = row;
-	console.log(`[test:e2e] n8n ${version}: the ${scope === 'smoke' ? 'version smoke (test/e2e/support/matrix.js SMOKE)' : 'whole suite'}${quiet ? ', beside the whole suite (its output follows when it ends)' : ''}`);
+	console.log(`[test:e2e] n8n ${version}: the ${scope === 'smoke' ? 'version smoke (test/e2e/support/matrix.js SMOKE)' : 'whole suite'}`);
 	const report = path.join(os.tmpdir(), `e2e-${version}-${process.pid}.json`);
 	const selection = scope === 'smoke' ? smokeJestArgs() : [];
-	const env = { ...process.env, N8N_VERSION: version, ...(workers ? { E2E_WORKERS: String(workers) } : {}) };
-	const started = Date.now();
-	const child = spawn(process.execPath, [jest, '-c', 'jest.e2e.config.js', '--json', `--outputFile=${report}`, ...selection, ...jestExtra], {
+	started = Date.now();
+	const run = spawnSync(process.execPath, [jest, '-c', 'jest.e2e.config.js', '--json', `--outputFile=${report}`, ...selection, ...jestExtra], {
 		cwd: root,
 		env,
-		stdio: quiet ? ['ignore', 'pipe', 'pipe'] : 'inherit',
+		stdio: 'inherit',
 	});
-	const kept = [];
-	if (quiet) {
-		child.stdout.on('data', (d) => kept.push(d));
-		child.stderr.on('data', (d) => kept.push(d));
+	row.ms = Date.now() - started;
+	recordTime(row.ms, `n8n ${version}: e2e, ${scope === 'smoke' ? 'version smoke' : 'whole suite'}`);
+	let parsed;
+	try {
+		parsed = JSON.parse(fs.readFileSync(report, 'utf8'));
+		fs.rmSync(report);
+	} catch {
+		// jest died before writing its report: the row says so through ok = false
 	}
-	return new Promise((resolve) => {
-		child.on('close', (code, signal) => {
-			row.ms = Date.now() - started;
-			if (quiet) {
-				process.stdout.write(`\n[test:e2e] n8n ${version}, ${scope === 'smoke' ? 'version smoke' : 'whole suite'}: its output\n`);
-				process.stdout.write(Buffer.concat(kept));
-			}
-			recordTime(row.ms, `n8n ${version}: e2e, ${scope === 'smoke' ? 'version smoke' : 'whole suite'}${quiet ? ' (beside the whole suite)' : ''}`);
-			let parsed;
-			try {
-				parsed = JSON.parse(fs.readFileSync(report, 'utf8'));
-				fs.rmSync(report);
-			} catch {
-				// jest died before writing its report: the row says so through ok = false
-			}
-			row.passed = parsed?.numPassedTests ?? 0;
-			row.failed = parsed?.numFailedTests ?? 0;
-			row.total = (parsed?.numTotalTests ?? 0) - (parsed?.numPendingTests ?? 0);
-			row.files = parsed?.numTotalTestSuites ?? 0;
-			row.ok = code === 0;
-			if (!row.ok) row.note = `jest exited ${code ?? signal}`;
-			if (row.ok && scope === 'smoke' && jestExtra.length === 0) {
-				const missed = smokePartsMissed(parsed);
-				if (missed.length > 0) {
-					row.ok = false;
-					row.note = `parts of the smoke that matched no passed test (renamed? fix test/e2e/support/matrix.js): ${missed.join('; ')}`;
-				}
-			}
-			resolve();
-		});
-	});
+	row.passed = parsed?.numPassedTests ?? 0;
+	row.failed = parsed?.numFailedTests ?? 0;
+	row.total = (parsed?.numTotalTests ?? 0) - (parsed?.numPendingTests ?? 0);
+	row.files = parsed?.numTotalTestSuites ?? 0;
+	row.ok = run.status === 0;
+	if (!row.ok) row.note = `jest exited ${run.status ?? run.signal}`;
+	if (row.ok && scope === 'smoke' && jestExtra.length === 0) {
+		const missed = smokePartsMissed(parsed);
+		if (missed.length > 0) {
+			row.ok = false;
+			row.note = `parts of the smoke that matched no passed test (renamed? fix test/e2e/support/matrix.js): ${missed.join('; ')}`;
+		}
+	}
 }
 
-function report(rows) {
-	console.log('\n[test:e2e] the runs');
-	console.log('| n8n | Node | what | install | run | tests passed | failed | files | |');
-	console.log('|---|---|---|---|---|---|---|---|---|');
-	for (const r of rows) {
-		console.log(
-			`| ${r.version} | ${r.node} | ${r.scope === 'smoke' ? 'version smoke' : 'whole suite'} | ${seconds(r.installMs)} | ${seconds(r.ms)} | ${r.passed} of ${r.total} | ${r.failed} | ${r.files} | ${r.ok ? 'ok' : `FAILED ${r.note}`} |`,
-		);
-	}
-	process.exit(rows.every((r) => r.ok) ? 0 : 1);
+console.log('\n[test:e2e] the runs');
+console.log('| n8n | Node | what | install | run | tests passed | failed | files | |');
+console.log('|---|---|---|---|---|---|---|---|---|');
+for (const r of rows) {
+	console.log(
+		`| ${r.version} | ${r.node} | ${r.scope === 'smoke' ? 'version smoke' : 'whole suite'} | ${seconds(r.installMs)} | ${seconds(r.ms)} | ${r.passed} of ${r.total} | ${r.failed} | ${r.files} | ${r.ok ? 'ok' : `FAILED ${r.note}`} |`,
+	);
 }
-
-main().then(report, (error) => {
-	console.error(error);
-	process.exit(1);
-});
+process.exit(rows.every((r) => r.ok) ? 0 : 1);
