@@ -343,12 +343,13 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		const settle = (c: number, reply: unknown) => {
 			const { namespace, indexes } = chunks[c];
 			const flat = reply as Array<number | string | null>;
-			// The script's clock, the token of this call's claims, one code per request, then two
-			// values for each request not claimed fresh (see CLAIM).
+			// The script's clock, the token of this call's claims, one code per request, then one
+			// JSON array of the rows (and phases) of the requests not claimed fresh (see CLAIM).
 			const now = Number(flat[0]);
 			const fence = flat[1] === null ? null : Number(flat[1]);
 			const codes = String(flat[2]);
-			let next = 3;
+			const rows = flat[3] === null ? [] : (JSON.parse(String(flat[3])) as Array<StoredRow | string | null>);
+			let next = 0;
 			indexes.forEach((index, j) => {
 				const code = codes.charCodeAt(j);
 				if (code === 50 /* '2' */) {
@@ -377,15 +378,15 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 					outcomes[index] = { kind: 'claimed', record, previousStatus: null, previousPhase: null };
 					return;
 				}
-				const text = flat[next];
-				// Claimed: the phase the replaced row had reached. Blocked: its lease ms left.
-				const second = flat[next + 1];
-				next += 2;
+				const row = rows[next++] as StoredRow;
 				if (code === 49 /* '1' */) {
-					const record = toRecord(namespace, text, leaseRemaining, at);
-					outcomes[index] = { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase: (second as string | null) ?? null };
+					// Then the phase the replaced row had reached.
+					const previousPhase = rows[next++] as string | null;
+					const record = recordOf(namespace, row, leaseRemaining, at);
+					outcomes[index] = { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase };
 				} else {
-					outcomes[index] = classifyExisting(toRecord(namespace, text, second, at), requests[index], options.mode);
+					const remaining = row.le === null || row.le === undefined ? null : Math.max(0, row.le - now);
+					outcomes[index] = classifyExisting(recordOf(namespace, row, remaining, at), requests[index], options.mode);
 				}
 			});
 		};

@@ -268,12 +268,14 @@ end
  * Rows are read with MGET; a row claimed where no live row was is written as its head plus a tail
  * that is the same for every such row of the call (status, token, times, lease), with no Lua table
  * and no JSON encoding per row; index entries are written per index at the end (see stage).
- * Returns, flat: this script's clock (now), the fencing token (or nil), a string of one character
- * per request, then two values per request whose character is not '2':
- * '2' claimed a key that had no live row (the row is exactly what its head, the clock, the token
- * and the options make, so it is not sent back); '1' claimed over a row: row text, the phase the
- * replaced row had reached; '0' blocked: the live row's text, its lease ms left by this script's
- * clock. A claim always clears the phase.
+ * Returns: this script's clock (now), the fencing token (or nil), a string of one character per
+ * request, then one JSON array text (or nil when every request is '2') with, in request order, per
+ * request whose character is not '2': '1' claimed over a row: the row, then the phase the replaced
+ * row had reached (or null); '0' blocked: the live row (its lease ms left is le - now, by this
+ * script's clock). '2' claimed a key that had no live row: the row is exactly what its head, the
+ * clock, the token and the options make, so it is not sent back. One text instead of two replies
+ * per row: for 10,000 duplicates, one string to encode and parse, not 20,000. A claim always
+ * clears the phase.
  */
 const CLAIM = `
 local mode, holder, leaseMs, ttlMs, reclaimOwn, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6])
@@ -331,7 +333,7 @@ for i = 1, n do
 			end
 			codes[i] = '1'
 			rest[#rest + 1] = stage(rk, string.sub(rk, cut), row, old)
-			rest[#rest + 1] = old.ph or false
+			rest[#rest + 1] = old.ph and cjson.encode(old.ph) or 'null'
 		else
 			if not tail then
 				tail = ',"st":"' .. status .. '","g":' .. fmt(fence) .. ',"a":1,"fs":' .. NOW .. ',"u":' .. NOW .. ',"e":' .. E
@@ -346,7 +348,6 @@ for i = 1, n do
 		blocked = blocked + 1
 		codes[i] = '0'
 		rest[#rest + 1] = oldraw
-		rest[#rest + 1] = remaining(old)
 	end
 end
 -- The index entries of the fresh rows (what stage does for each, gathered): IDX first, since a
@@ -376,9 +377,7 @@ for _, m in ipairs(fresh) do
 end
 flush()
 if blocked > 0 then redis.call('HINCRBY', META, 'blocked', blocked) end
-local out = {now, fence or false, table.concat(codes)}
-for j = 1, #rest do out[3 + j] = rest[j] end
-return out
+return {now, fence or false, table.concat(codes), #rest > 0 and '[' .. table.concat(rest, ',') .. ']' or false}
 `;
 
 /**
