@@ -143,6 +143,21 @@ function recordOf(namespace: string, r: StoredRow, leaseRemainingMs: unknown, at
 	};
 }
 
+/** Milliseconds left on a row's lease at `now` (a script's clock), as the scripts' remaining(): null without a lease. */
+const leaseLeft = (row: StoredRow, now: number): number | null => (row.le === null || row.le === undefined ? null : Math.max(0, row.le - now));
+
+/** `indexes` grouped by their namespace, in first-seen order (a Cluster pipeline holds one namespace: one slot). */
+function byNamespace(indexes: number[], namespaceOf: (i: number) => string): Map<string, number[]> {
+	const groups = new Map<string, number[]>();
+	for (const i of indexes) {
+		const ns = namespaceOf(i);
+		const group = groups.get(ns);
+		if (group) group.push(i);
+		else groups.set(ns, [i]);
+	}
+	return groups;
+}
+
 /** Rows as get and list scripts return them: text, lease ms left, text, lease ms left, ... */
 function toRecords(namespace: string, flat: unknown[]): LedgerRecord[] {
 	const out: LedgerRecord[] = [];
@@ -258,15 +273,9 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			if (failure !== null) throw failure;
 			return replies.slice(0, calls.length);
 		}
-		const groups = new Map<string, number[]>();
-		calls.forEach((c, i) => {
-			const group = groups.get(c.namespace);
-			if (group) group.push(i);
-			else groups.set(c.namespace, [i]);
-		});
 		const replies = new Array<unknown>(calls.length);
 		await Promise.all(
-			[...groups.values()].map(async (indexes) => {
+			[...byNamespace(calls.map((_, i) => i), (i) => calls[i].namespace).values()].map(async (indexes) => {
 				const out = await this.pipeline((p) => indexes.forEach((i) => script(p, i)));
 				indexes.forEach((i, j) => (replies[i] = out[j]));
 			}),
@@ -278,15 +287,8 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 
 	/** Request indexes grouped by namespace, then cut into chunks. */
 	private chunks(indexes: number[], namespaceOf: (i: number) => string): Array<{ namespace: string; indexes: number[] }> {
-		const byNamespace = new Map<string, number[]>();
-		for (const i of indexes) {
-			const ns = namespaceOf(i);
-			const list = byNamespace.get(ns);
-			if (list) list.push(i);
-			else byNamespace.set(ns, [i]);
-		}
 		const out: Array<{ namespace: string; indexes: number[] }> = [];
-		for (const [namespace, list] of byNamespace) {
+		for (const [namespace, list] of byNamespace(indexes, namespaceOf)) {
 			for (let start = 0; start < list.length; start += this.chunkSize) {
 				out.push({ namespace, indexes: list.slice(start, start + this.chunkSize) });
 			}
@@ -385,8 +387,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 					const record = recordOf(namespace, row, leaseRemaining, at);
 					outcomes[index] = { kind: 'claimed', record, previousStatus: record.previousStatus, previousPhase };
 				} else {
-					const remaining = row.le === null || row.le === undefined ? null : Math.max(0, row.le - now);
-					outcomes[index] = classifyExisting(recordOf(namespace, row, remaining, at), requests[index], options.mode);
+					outcomes[index] = classifyExisting(recordOf(namespace, row, leaseLeft(row, now), at), requests[index], options.mode);
 				}
 			});
 		};
@@ -481,11 +482,10 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		return toRecords(namespace, rows as unknown[]).sort((a, b) => compareCodePoints(a.step, b.step));
 	}
 
-	/** The rows of `ids` as they are, null where absent or expired: one script call per namespace, reads only. */
 	/**
-	 * A plain read needs no script: the server's `TIME` and one `MGET` per chunk, in one pipeline
-	 * (in Cluster, one per namespace, on the node of its slot), judged by that clock here as the
-	 * scripts judge by theirs. A row `MGET` returns was live when it was read, so a row it returns
+	 * The rows of `ids` as they are, null where absent or expired. A plain read needs no script:
+	 * the server's `TIME` and one `MGET` per chunk, in one pipeline (in Cluster, one per namespace,
+	 * on the node of its slot), judged by that clock here as the scripts judge by theirs. A row `MGET` returns was live when it was read, so a row it returns
 	 * that `TIME` (read just before) already counts as expired is one that expired in between.
 	 */
 	async peek(ids: RowId[]): Promise<Array<LedgerRecord | null>> {
@@ -509,7 +509,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 					if (texts[j] === null || texts[j] === undefined) return;
 					const row = JSON.parse(texts[j]!) as StoredRow;
 					if (row.e <= now) return;
-					out[index] = recordOf(namespace, row, row.le === null || row.le === undefined ? null : Math.max(0, row.le - now), at);
+					out[index] = recordOf(namespace, row, leaseLeft(row, now), at);
 				});
 			});
 		};
@@ -519,9 +519,8 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		);
 		if (!this.isCluster) await read(chunks);
 		else {
-			const byNamespace = new Map<string, typeof chunks>();
-			for (const chunk of chunks) byNamespace.set(chunk.namespace, [...(byNamespace.get(chunk.namespace) ?? []), chunk]);
-			await Promise.all([...byNamespace.values()].map(read));
+			const groups = byNamespace(chunks.map((_, c) => c), (c) => chunks[c].namespace);
+			await Promise.all([...groups.values()].map((group) => read(group.map((c) => chunks[c]))));
 		}
 		return out;
 	}
