@@ -161,6 +161,22 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect(claimedRecord(out[4]).fingerprint).toBe('f5');
 		});
 
+		test('rows of several earlier claims, interleaved in one batch, each answer their own claim; a stored fingerprint not asked for is answered', async () => {
+			await ledger.claim([req('p1', { fingerprint: 'F' }), req('p2'), req('p3', { fingerprint: 'F' })], lease('run-a'));
+			await ledger.claim([req('q1'), req('q2')], seen);
+			const batch = [req('q1'), req('p1', { fingerprint: 'F' }), req('p2'), req('q2'), req('p3'), req('p4')];
+			const out = await ledger.claim(batch, lease('run-b'));
+			expect(out.map((o) => o.kind)).toEqual(['duplicate', 'in_progress', 'in_progress', 'duplicate', 'in_progress', 'claimed']);
+			for (let i = 0; i < 5; i++) {
+				const answered = out[i] as Exclude<ClaimOutcome, { kind: 'batch_duplicate' }>;
+				const row = (await ledger.get(ns, batch[i].key)).find((r) => r.step === '')!;
+				expect({ ...answered.record, leaseRemainingMs: null }).toEqual({ ...row, leaseRemainingMs: null });
+			}
+			expect((out[4] as { record: LedgerRecord }).record.fingerprint).toBe('F');
+			expect((out[1] as { record: LedgerRecord }).record.leaseHolder).toBe('run-a');
+			expect((out[1] as { record: LedgerRecord }).record.leaseRemainingMs).toBeGreaterThan(0);
+		});
+
 		test('mark-seen mode is at-most-once', async () => {
 			expect((await ledger.claim([req('s')], seen))[0].kind).toBe('claimed');
 			const [again] = await ledger.claim([req('s')], seen);

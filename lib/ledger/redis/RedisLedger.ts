@@ -143,6 +143,35 @@ function recordOf(namespace: string, r: StoredRow, leaseRemainingMs: unknown, at
 	};
 }
 
+/**
+ * The record of a row whose text is the request's head then a tail that other rows share (the
+ * claim script's '3'): the tail's record with the request's key and step, and its fingerprint and
+ * version where the tail has none (they were in the head). Named fields, not a spread: this runs
+ * per duplicate; the tail's Dates and result are shared, as records are values.
+ */
+function withHead(tail: LedgerRecord, r: ClaimRequest): LedgerRecord {
+	return {
+		namespace: tail.namespace,
+		key: wellFormed(r.key),
+		step: wellFormed(r.step),
+		status: tail.status,
+		leaseHolder: tail.leaseHolder,
+		leaseExpiresAt: tail.leaseExpiresAt,
+		leaseRemainingMs: tail.leaseRemainingMs,
+		fence: tail.fence,
+		fingerprint: tail.fingerprint ?? (r.fingerprint === null || r.fingerprint === undefined ? null : wellFormed(r.fingerprint)),
+		version: tail.version ?? (r.version === null || r.version === undefined ? null : wellFormed(r.version)),
+		externalId: tail.externalId,
+		result: tail.result,
+		attempts: tail.attempts,
+		previousStatus: tail.previousStatus,
+		firstSeenAt: tail.firstSeenAt,
+		updatedAt: tail.updatedAt,
+		expiresAt: tail.expiresAt,
+		phase: tail.phase,
+	};
+}
+
 /** Milliseconds left on a row's lease at `now` (a script's clock), as the scripts' remaining(): null without a lease. */
 const leaseLeft = (row: StoredRow, now: number): number | null => (row.le === null || row.le === undefined ? null : Math.max(0, row.le - now));
 
@@ -351,7 +380,11 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			const fence = flat[1] === null ? null : Number(flat[1]);
 			const codes = String(flat[2]);
 			const rows = flat[3] === null ? [] : (JSON.parse(String(flat[3])) as Array<StoredRow | string | null>);
+			// The shared tails of rows blocked as '3', each made a record once; which tail each '3' row has.
+			const tails = flat[4] === null ? [] : (JSON.parse(String(flat[4])) as StoredRow[]).map((tail) => recordOf(namespace, tail, leaseLeft(tail, now), at));
+			const tailOf = flat[5] === null ? null : String(flat[5]).split(',');
 			let next = 0;
+			let nextTail = 0;
 			indexes.forEach((index, j) => {
 				const code = codes.charCodeAt(j);
 				if (code === 50 /* '2' */) {
@@ -378,6 +411,11 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 						phase: null,
 					};
 					outcomes[index] = { kind: 'claimed', record, previousStatus: null, previousPhase: null };
+					return;
+				}
+				if (code === 51 /* '3' */) {
+					const shared = tails[tailOf === null ? 0 : Number(tailOf[nextTail++]) - 1];
+					outcomes[index] = classifyExisting(withHead(shared, requests[index]), requests[index], options.mode);
 					return;
 				}
 				const row = rows[next++] as StoredRow;

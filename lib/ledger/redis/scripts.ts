@@ -269,19 +269,26 @@ end
  * that is the same for every such row of the call (status, token, times, lease), with no Lua table
  * and no JSON encoding per row; index entries are written per index at the end (see stage).
  * Returns: this script's clock (now), the fencing token (or nil), a string of one character per
- * request, then one JSON array text (or nil when every request is '2') with, in request order, per
- * request whose character is not '2': '1' claimed over a row: the row, then the phase the replaced
- * row had reached (or null); '0' blocked: the live row (its lease ms left is le - now, by this
- * script's clock). '2' claimed a key that had no live row: the row is exactly what its head, the
- * clock, the token and the options make, so it is not sent back. One text instead of two replies
- * per row: for 10,000 duplicates, one string to encode and parse, not 20,000. A claim always
- * clears the phase.
+ * request, one JSON array text (or nil when no request is '0' or '1') with, in request order, per
+ * request whose character is '0' or '1': '1' claimed over a row: the row, then the phase the
+ * replaced row had reached (or null); '0' blocked: the live row (its lease ms left is le - now, by
+ * this script's clock). '2' claimed a key that had no live row: the row is exactly what its head,
+ * the clock, the token and the options make, so it is not sent back. '3' blocked by a live row
+ * whose text is the request's head then a tail that other blocked rows of this call share (rows
+ * claimed together share all but their head): then one JSON array text of those tails, each as
+ * an object, and the tail's number (1-based) for each '3', comma-separated, or nil when there is
+ * one tail. A row's verdict follows from its tail alone when its text starts with the request's
+ * head (its fingerprint and version are the request's, or in the tail), so each tail is decoded
+ * and judged once: 10,000 duplicates of one earlier claim are one decode and one short reply, not
+ * 10,000 rows. A claim always clears the phase.
  */
 const CLAIM = `
 local mode, holder, leaseMs, ttlMs, reclaimOwn, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6])
 local status = 'completed'
 if mode == 'lease' then status = 'in_progress' end
 local codes, rest, blocked, fence = {}, {}, 0, nil
+-- Tails of the rows blocked as '3' (see above): their numbers by text, the texts, and each '3' row's number.
+local tailno, tails, tailof = {}, {}, {}
 local raws = {}
 for i = 1, n, 1000 do
 	local got = redis.call('MGET', unpack(KEYS, 8 + i, 8 + math.min(n, i + 999)))
@@ -296,12 +303,20 @@ for i = 1, n do
 	local rk = KEYS[8 + i]
 	local head = ARGV[6 + i]
 	local oldraw = raws[i]
-	local old, given = nil, nil
-	if oldraw then
+	local old, given, after = nil, nil, nil
+	if oldraw and string.byte(oldraw, #head + 1) == 44 and string.sub(oldraw, 1, #head) == head then
+		after = string.sub(oldraw, #head + 1)
+	end
+	local known = after and tailno[after]
+	if known then
+		blocked = blocked + 1
+		codes[i] = '3'
+		tailof[#tailof + 1] = known
+	elseif oldraw then
 		old = cjson.decode(oldraw)
 		if old.e <= now then old = nil end
 	end
-	local take = old == nil
+	local take = not known and old == nil
 	if old then
 		-- The fingerprint and version of the request, from its head, when they matter.
 		if old.fp ~= nil or mode == 'newer' then given = cjson.decode(head .. '}') end
@@ -344,10 +359,17 @@ for i = 1, n do
 			fresh[#fresh + 1] = string.sub(rk, cut)
 			codes[i] = '2'
 		end
-	else
+	elseif not known then
 		blocked = blocked + 1
-		codes[i] = '0'
-		rest[#rest + 1] = oldraw
+		if after then
+			tails[#tails + 1] = after
+			tailno[after] = #tails
+			tailof[#tailof + 1] = #tails
+			codes[i] = '3'
+		else
+			codes[i] = '0'
+			rest[#rest + 1] = oldraw
+		end
 	end
 end
 -- The index entries of the fresh rows (what stage does for each, gathered): IDX first, since a
@@ -377,7 +399,13 @@ for _, m in ipairs(fresh) do
 end
 flush()
 if blocked > 0 then redis.call('HINCRBY', META, 'blocked', blocked) end
-return {now, fence or false, table.concat(codes), #rest > 0 and '[' .. table.concat(rest, ',') .. ']' or false}
+local tailtexts = false
+if #tails > 0 then
+	for t = 1, #tails do tails[t] = '{' .. string.sub(tails[t], 2) end
+	tailtexts = '[' .. table.concat(tails, ',') .. ']'
+end
+return {now, fence or false, table.concat(codes), #rest > 0 and '[' .. table.concat(rest, ',') .. ']' or false,
+	tailtexts, #tails > 1 and table.concat(tailof, ',') or false}
 `;
 
 /**
