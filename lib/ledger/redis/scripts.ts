@@ -288,7 +288,7 @@ local status = 'completed'
 if mode == 'lease' then status = 'in_progress' end
 local codes, rest, blocked, fence = {}, {}, 0, nil
 -- Tails of the rows blocked as '3' (see above): their numbers by text, the texts, and each '3' row's number.
-local tailno, tails, tailof = {}, {}, {}
+local tailno, tails, tailof, ntailof = {}, {}, {}, 0
 local raws = {}
 for i = 1, n, 1000 do
 	local got = redis.call('MGET', unpack(KEYS, 8 + i, 8 + math.min(n, i + 999)))
@@ -298,7 +298,8 @@ local cut = #BASE + 3
 -- What every row claimed fresh by this call shares: its text's tail, its expiry, its index scores.
 local NOW, E, LE, PX = fmt(now), fmt(now + ttlMs), fmt(now + leaseMs), fmt(math.max(1, ttlMs))
 local tail
-local fresh = {}
+-- Counters beside the tables: # on a Lua table is a search, not a field.
+local fresh, nfresh = {}, 0
 for i = 1, n do
 	local rk = KEYS[8 + i]
 	local head = ARGV[6 + i]
@@ -311,7 +312,8 @@ for i = 1, n do
 	if known then
 		blocked = blocked + 1
 		codes[i] = '3'
-		tailof[#tailof + 1] = known
+		ntailof = ntailof + 1
+		tailof[ntailof] = known
 	elseif oldraw then
 		old = cjson.decode(oldraw)
 		if old.e <= now then old = nil end
@@ -356,7 +358,8 @@ for i = 1, n do
 				tail = tail .. '}'
 			end
 			redis.call('SET', rk, head .. tail, 'PX', PX)
-			fresh[#fresh + 1] = string.sub(rk, cut)
+			nfresh = nfresh + 1
+			fresh[nfresh] = string.sub(rk, cut)
 			codes[i] = '2'
 		end
 	elseif not known then
@@ -364,7 +367,8 @@ for i = 1, n do
 		if after then
 			tails[#tails + 1] = after
 			tailno[after] = #tails
-			tailof[#tailof + 1] = #tails
+			ntailof = ntailof + 1
+			tailof[ntailof] = #tails
 			codes[i] = '3'
 		else
 			codes[i] = '0'
@@ -377,19 +381,22 @@ end
 -- left entries to remove elsewhere. One argument list per slice serves both indexes: the same
 -- members, the scores rewritten in place.
 local added = 0
-for i = 1, #fresh, 1000 do
-	local args, last = {}, math.min(#fresh, i + 999)
-	for j = i, last do
-		args[#args + 1] = NOW
-		args[#args + 1] = fresh[j]
+for i = 1, nfresh, 1000 do
+	local args, a = {}, 0
+	for j = i, math.min(nfresh, i + 999) do
+		args[a + 1] = NOW
+		args[a + 2] = fresh[j]
+		a = a + 2
 	end
 	added = added + redis.call('ZADD', IDX, unpack(args))
-	for j = 1, #args, 2 do args[j] = E end
+	for j = 1, a, 2 do args[j] = E end
 	redis.call('ZADD', ST[status], unpack(args))
 end
-for _, m in ipairs(fresh) do
+local leftovers = added < nfresh
+for f = 1, nfresh do
+	local m = fresh[f]
 	if inmembers(m) then stageadd(MEMBERS, 0, m) end
-	if added < #fresh then
+	if leftovers then
 		for _, s in ipairs(STATUSES) do
 			if s ~= status then stagerem(ST[s], m) end
 		end
