@@ -480,7 +480,7 @@ async function dropRedisKeys() {
 		await redis.connect();
 		let cursor = '0';
 		do {
-			const [next, found] = await redis.scan(cursor, 'MATCH', `${table}*`, 'COUNT', 1000);
+			const [next, found] = await redis.scan(cursor, 'MATCH', `*${table}*`, 'COUNT', 1000);
 			if (found.length) await redis.del(...found);
 			cursor = next;
 		} while (cursor !== '0');
