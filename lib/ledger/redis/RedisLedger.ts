@@ -274,15 +274,28 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 	 * calls after it: reading a reply overlaps the server's work instead of following all of it. A
 	 * failed call is not handed over; it fails the run as without `onReply`.
 	 */
-	private async run(calls: Call[], namespaces: string[] = [], onReply?: (call: number, reply: unknown) => void): Promise<unknown[]> {
+	private async run(
+		calls: Array<Call | (() => Call)>,
+		namespaces: string[] = [],
+		onReply?: (call: number, reply: unknown) => void,
+	): Promise<unknown[]> {
 		if (calls.length === 0) return [];
 		let failure: unknown = null;
-		const script = (p: ChainableCommander, i: number) => {
+		/** A call given as a function is built when it is sent (see below). */
+		const callAt = (i: number): Call => {
 			const c = calls[i];
+			if (typeof c !== 'function') return c;
+			const built = c();
+			calls[i] = built;
+			return built;
+		};
+		const script = (p: ChainableCommander, i: number): unknown => {
+			const c = callAt(i);
 			const args = [c.keys.length, ...c.keys, ...c.args];
-			const send = (p as unknown as Record<string, (args: unknown[], done?: (error: Error | null, reply: unknown) => void) => void>)[c.name];
+			// A pipeline queues the call and answers itself; the client sends it and answers its reply.
+			const send = (p as unknown as Record<string, (args: unknown[], done?: (error: Error | null, reply: unknown) => void) => unknown>)[c.name];
 			if (!onReply) return send.call(p, args);
-			send.call(p, args, (error, reply) => {
+			return send.call(p, args, (error, reply) => {
 				if (error || failure !== null) return;
 				try {
 					onReply(i, reply);
@@ -295,16 +308,22 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			if (namespaces.length > 0) p.zadd(this.registry, 'NX', ...namespaces.flatMap((ns) => [0, ns]));
 		};
 		if (!this.isCluster) {
-			const replies = await this.pipeline((p) => {
-				for (let i = 0; i < calls.length; i++) script(p, i);
-				register(p);
+			// Each call is written as soon as it is built: Redis runs the first while the client
+			// builds the next. One round trip, as a pipeline: nothing waits for a reply in between.
+			this.trips++;
+			const direct = this.client as unknown as ChainableCommander;
+			const sent: Array<Promise<unknown>> = [];
+			for (let i = 0; i < calls.length; i++) sent.push(script(direct, i) as Promise<unknown>);
+			if (namespaces.length > 0) sent.push(this.client.zadd(this.registry, 'NX', ...namespaces.flatMap((ns) => [0, ns])));
+			const replies = await Promise.all(sent).catch((error) => {
+				throw toUnavailable(error, this.lastConnectionError, this.commandTimeoutMs);
 			});
 			if (failure !== null) throw failure;
 			return replies.slice(0, calls.length);
 		}
 		const replies = new Array<unknown>(calls.length);
 		await Promise.all(
-			[...byNamespace(calls.map((_, i) => i), (i) => calls[i].namespace).values()].map(async (indexes) => {
+			[...byNamespace(calls.map((_, i) => i), (i) => callAt(i).namespace).values()].map(async (indexes) => {
 				const out = await this.pipeline((p) => indexes.forEach((i) => script(p, i)));
 				indexes.forEach((i, j) => (replies[i] = out[j]));
 			}),
@@ -359,7 +378,8 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		const ttlMs = Math.max(0, Math.round(effectiveTtlMs(options)));
 		const leaseRemaining = options.mode === 'lease' ? leaseMs : null;
 		const holder = String(options.holder ?? '');
-		const calls = chunks.map(({ namespace, indexes }): Call => {
+		// Built one at a time as they are sent (see run).
+		const calls = chunks.map(({ namespace, indexes }) => (): Call => {
 			const k = namespaceKeys(this.prefix, namespace);
 			const keys = k.fixed.slice();
 			const args: Array<string | number> = [options.mode, holder, leaseMs, ttlMs, options.reclaimOwnLease ? '1' : '', indexes.length];
