@@ -103,6 +103,8 @@ const LONE_SURROGATE_POSSIBLE = /[\ud800-\udfff]/;
  */
 const wellFormed = (s: string) => (LONE_SURROGATE_POSSIBLE.test(s) ? Buffer.from(s, 'utf8').toString('utf8') : s);
 const jsonText = (s: string) => JSON.stringify(wellFormed(s));
+/** An optional text of a request as the row stores it: null when absent. */
+const storedText = (s: string | null | undefined) => (s === null || s === undefined ? null : wellFormed(s));
 
 /** The start of a claimed row's JSON text, as the claim script takes it (see CLAIM in scripts.ts). */
 function rowHead(r: ClaimRequest): string {
@@ -159,8 +161,8 @@ function withHead(tail: LedgerRecord, r: ClaimRequest): LedgerRecord {
 		leaseExpiresAt: tail.leaseExpiresAt,
 		leaseRemainingMs: tail.leaseRemainingMs,
 		fence: tail.fence,
-		fingerprint: tail.fingerprint ?? (r.fingerprint === null || r.fingerprint === undefined ? null : wellFormed(r.fingerprint)),
-		version: tail.version ?? (r.version === null || r.version === undefined ? null : wellFormed(r.version)),
+		fingerprint: tail.fingerprint ?? storedText(r.fingerprint),
+		version: tail.version ?? storedText(r.version),
 		externalId: tail.externalId,
 		result: tail.result,
 		attempts: tail.attempts,
@@ -304,9 +306,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 				}
 			});
 		};
-		const register = (p: ChainableCommander) => {
-			if (namespaces.length > 0) p.zadd(this.registry, 'NX', ...namespaces.flatMap((ns) => [0, ns]));
-		};
+		const register = (p: ChainableCommander): unknown => p.zadd(this.registry, 'NX', ...namespaces.flatMap((ns) => [0, ns]));
 		if (!this.isCluster) {
 			// Each call is written as soon as it is built: Redis runs the first while the client
 			// builds the next. One round trip, as a pipeline: nothing waits for a reply in between.
@@ -314,7 +314,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			const direct = this.client as unknown as ChainableCommander;
 			const sent: Array<Promise<unknown>> = [];
 			for (let i = 0; i < calls.length; i++) sent.push(script(direct, i) as Promise<unknown>);
-			if (namespaces.length > 0) sent.push(this.client.zadd(this.registry, 'NX', ...namespaces.flatMap((ns) => [0, ns])));
+			if (namespaces.length > 0) sent.push(register(direct) as Promise<unknown>);
 			const replies = await Promise.all(sent).catch((error) => {
 				throw toUnavailable(error, this.lastConnectionError, this.commandTimeoutMs);
 			});
@@ -419,8 +419,8 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 						leaseExpiresAt: options.mode === 'lease' ? at(now + leaseMs) : null,
 						leaseRemainingMs: leaseRemaining,
 						fence,
-						fingerprint: r.fingerprint === null || r.fingerprint === undefined ? null : wellFormed(r.fingerprint),
-						version: r.version === null || r.version === undefined ? null : wellFormed(r.version),
+						fingerprint: storedText(r.fingerprint),
+						version: storedText(r.version),
 						externalId: null,
 						result: null,
 						attempts: 1,
@@ -543,8 +543,9 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 	/**
 	 * The rows of `ids` as they are, null where absent or expired. A plain read needs no script:
 	 * the server's `TIME` and one `MGET` per chunk, in one pipeline (in Cluster, one per namespace,
-	 * on the node of its slot), judged by that clock here as the scripts judge by theirs. A row `MGET` returns was live when it was read, so a row it returns
-	 * that `TIME` (read just before) already counts as expired is one that expired in between.
+	 * on the node of its slot), judged by that clock here as the scripts judge by theirs. A row
+	 * `MGET` returns was live when it was read, so a row it returns that `TIME` (read just before)
+	 * already counts as expired is one that expired in between.
 	 */
 	async peek(ids: RowId[]): Promise<Array<LedgerRecord | null>> {
 		if (ids.length === 0) return [];
