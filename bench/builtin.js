@@ -11,7 +11,7 @@ const os = require('os');
 const path = require('path');
 
 const { median, time } = require('./util');
-const { nodeContext } = require('./context');
+const { nodeContext, endExecution } = require('./context');
 
 const N = Number(process.env.BENCH_KEYS || 10_000);
 const RUNS = Number(process.env.BENCH_RUNS || 7);
@@ -38,12 +38,13 @@ async function builtinSection() {
 	const keys = (ns) => Array.from({ length: N }, (_, i) => `evt_${ns}_${i}`);
 	const gateRun = (backend, credentials) => async (ns) => {
 		const items = keys(ns).map((id, i) => ({ json: { id, amount: i, customer: { email: `c${i}@example.com` } } }));
-		const ctx = nodeContext(gate, { parameters: { backend, keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: ns } }, items, credentials });
+		const ctx = nodeContext(gate, { parameters: { backend, keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: ns } }, items, credentials, executionEnds: true });
 		let out;
 		const first = await time(async () => (out = await gate.execute.call(ctx)));
 		if (out[0].length !== N) throw new Error(`${backend} first sight: ${out[0].length} new, expected ${N}`);
 		const dup = await time(async () => (out = await gate.execute.call(ctx)));
 		if (out[2].length !== N) throw new Error(`${backend} repeat: ${out[2].length} in progress, expected ${N}`);
+		await endExecution(ctx);
 		return { first, dup };
 	};
 	const scenarios = {

@@ -1,7 +1,13 @@
 // A minimal IExecuteFunctions for timing a node's own execute() outside n8n. It answers only
 // what our nodes ask for; parameters not given fall back to the node description's defaults.
 // (The real-engine figures come from `npm run bench:n8n`.)
-function nodeContext(nodeType, { parameters, items, credentials, executionId = 'bench', workflowId = 'bench-wf' }) {
+//
+// With `executionEnds: true` it carries n8n's execution lifecycle hooks, as far as our nodes use
+// them, and endExecution(ctx) runs what they left for the end of the execution, as n8n does after
+// the last node: a gate's lease keeper stops renewing the keys it let through. Without an end, a
+// gate's 10,000 keys would stay held for its whole lease, renewed every 10 s in the background of
+// every timing that follows.
+function nodeContext(nodeType, { parameters, items, credentials, executionId = 'bench', workflowId = 'bench-wf', executionEnds = false }) {
 	const defaults = Object.fromEntries(nodeType.description.properties.map((p) => [p.name, p.default]));
 	const params = { ...defaults, ...parameters };
 	const node = { id: 'n1', name: nodeType.description.defaults.name, type: `n8n-nodes-idempotency.${nodeType.description.name}`, typeVersion: 1, position: [0, 0], parameters: params };
@@ -22,7 +28,29 @@ function nodeContext(nodeType, { parameters, items, credentials, executionId = '
 		addExecutionHints: () => undefined,
 		getTimezone: () => 'UTC',
 		logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+		...(executionEnds ? { additionalData: { hooks: new ExecutionHooks('trigger', executionId, { id: workflowId }) } } : {}),
 	};
 }
 
-module.exports = { nodeContext };
+/** n8n's ExecutionLifecycleHooks, as far as our nodes call them. */
+class ExecutionHooks {
+	constructor(mode, executionId, workflowData) {
+		this.mode = mode;
+		this.executionId = executionId;
+		this.workflowData = workflowData;
+		this.handlers = {};
+	}
+
+	addHandler(name, handler) {
+		(this.handlers[name] ??= []).push(handler);
+	}
+
+	async runHook(name, parameters) {
+		for (const handler of this.handlers[name] ?? []) await handler.apply(this, parameters);
+	}
+}
+
+/** The execution of `ctx` (made with `executionEnds: true`) ends, successfully. */
+const endExecution = (ctx) => ctx.additionalData.hooks.runHook('workflowExecuteAfter', [{ status: 'success', data: { resultData: {} } }]);
+
+module.exports = { nodeContext, endExecution };

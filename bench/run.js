@@ -75,7 +75,7 @@ async function main() {
 		},
 		'Dedupe Gate execute() (field "id", lease)': async (ns) => {
 			const items = keys(ns).map((id, i) => ({ json: { id, amount: i, customer: { email: `c${i}@example.com` } } }));
-			const ctx = nodeContext(gate, { parameters: { keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: ns } }, items, credentials });
+			const ctx = nodeContext(gate, { parameters: { keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: ns } }, items, credentials, executionEnds: true });
 			const before = gateLedger.roundTrips;
 			let out;
 			const first = await time(async () => (out = await gate.execute.call(ctx)));
@@ -83,6 +83,7 @@ async function main() {
 			const trips = gateLedger.roundTrips - before;
 			const dup = await time(async () => (out = await gate.execute.call(ctx)));
 			if (out[2].length !== N) throw new Error(`repeat: ${out[2].length} in progress, expected ${N}`);
+			await endExecution(ctx);
 			return { first, dup, trips };
 		},
 	};
@@ -106,10 +107,11 @@ async function main() {
 	const rows = entries.map(([name], s) => ({ name, first: median(results[s].firsts), dup: median(results[s].dups), trips: results[s].trips }));
 
 	// The webhook case: one item, after warm-up. How many ledger round trips does it add?
-	const one = nodeContext(gate, { parameters: { keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: `one_${suffix}` } }, items: [{ json: { id: 'evt_single' } }], credentials });
+	const one = nodeContext(gate, { parameters: { keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: `one_${suffix}` } }, items: [{ json: { id: 'evt_single' } }], credentials, executionEnds: true });
 	const before = gateLedger.roundTrips;
 	await gate.execute.call(one);
 	const oneItemTrips = gateLedger.roundTrips - before;
+	await endExecution(one);
 
 	const base = rows[0];
 	const fmt = (ms) => `${Math.round(N / (ms / 1000)).toLocaleString('en-US')}/s (${ms.toFixed(1)} ms)`;
@@ -202,7 +204,7 @@ async function main() {
 	await closeAllPostgresLedgers();
 }
 
-const { nodeContext } = require('./context');
+const { nodeContext, endExecution } = require('./context');
 
 /**
  * The Built-in ledger's table (bench/builtin.js). It needs node:sqlite (Node.js 22.13+): on an
