@@ -336,9 +336,8 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			}
 			output = config.onMismatch === 'route' ? MISMATCH : DUPLICATE;
 		}
-		const extra =
-			outcome === 'new' ? { doneWhen } : outcome === 'in_progress' ? { reason: inProgressReason(record, holder, timeZone) } : undefined;
-		outputs[output].push(itemWithFacts(items[index], index, gateFactsOf(outcome, q.namespace, q.key, q.step, record, extra)));
+		const note = outcome === 'new' ? { doneWhen } : outcome === 'in_progress' ? { reason: inProgressReason(record, holder, timeZone) } : undefined;
+		outputs[output].push(itemWithFacts(items[index], index, gateFactsOf(outcome, q.namespace, q.key, q.step, record, note)));
 	};
 
 	for (let r = 0; r < outcomes.length; r++) {
@@ -377,13 +376,14 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	return outputs;
 }
 
-/** The rows this claim took, with their fences. */
+/**
+ * The rows this claim took, with their fences: their records themselves, which name the row and
+ * carry its fence (no second object per row for the lease keeper and the execution's end to hold).
+ */
 function claimedRows(outcomes: ClaimOutcome[]): FencedRow[] {
 	const rows: FencedRow[] = [];
 	for (const outcome of outcomes) {
-		if (outcome.kind !== 'claimed' || outcome.record.fence === null) continue;
-		const { namespace, key, step, fence } = outcome.record;
-		rows.push({ namespace, key, step, fence });
+		if (outcome.kind === 'claimed' && outcome.record.fence !== null) rows.push(outcome.record as FencedRow);
 	}
 	return rows;
 }
@@ -402,8 +402,12 @@ function closeAtExecutionEnd(ctx: IExecuteFunctions, ledger: Ledger, rows: Fence
 	const leftOpen = openUnitsOf(ctx);
 	atExecutionEnd(ctx, async (end) => {
 		if (end === 'waiting') return;
+		// Named fields: the rows are the claim's records.
 		const requests = rows.map((row) => ({
-			...row,
+			namespace: row.namespace,
+			key: row.key,
+			step: row.step,
+			fence: row.fence,
 			status: end === 'succeeded' && !leftOpen(row) ? ('completed' as const) : ('failed_retryable' as const),
 		}));
 		try {
