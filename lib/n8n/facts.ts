@@ -218,11 +218,36 @@ export function inProgressReason(record: LedgerRecord | null, ownHolder: string,
 	if (record.leaseHolder === ownHolder) {
 		return 'This execution let the same key through earlier (for example in a loop) and has not marked it done yet.';
 	}
+	// The rows another run claimed together answer alike, item after item: the same words.
+	const said = lastReason;
+	const updated = record.updatedAt.getTime();
+	const leaseEnd = record.leaseExpiresAt ? record.leaseExpiresAt.getTime() : null;
+	if (
+		said !== null &&
+		said.updated === updated &&
+		said.leaseEnd === leaseEnd &&
+		said.remaining === record.leaseRemainingMs &&
+		said.holder === record.leaseHolder &&
+		said.timeZone === timeZone
+	) {
+		return said.text;
+	}
 	const since = localTime(record.updatedAt, timeZone);
 	let free = '';
 	if (record.leaseExpiresAt && record.leaseRemainingMs !== null) {
 		const seconds = Math.max(1, Math.ceil(record.leaseRemainingMs / 1000));
 		free = ` If that run stops, the key is free again within ${seconds} second${seconds === 1 ? '' : 's'} (by ${localTime(record.leaseExpiresAt, timeZone)}, ${timeZone}).`;
 	}
-	return `Let through to ${holderName(record.leaseHolder)} at ${since} and not marked done yet.${free}`;
+	const text = `Let through to ${holderName(record.leaseHolder)} at ${since} and not marked done yet.${free}`;
+	lastReason = { updated, leaseEnd, remaining: record.leaseRemainingMs, holder: record.leaseHolder, timeZone, text };
+	return text;
 }
+
+let lastReason: {
+	updated: number;
+	leaseEnd: number | null;
+	remaining: number | null;
+	holder: string | null;
+	timeZone: string;
+	text: string;
+} | null = null;

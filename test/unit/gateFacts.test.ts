@@ -1,4 +1,4 @@
-import { gateFactsOf, LEDGER_DETAILS } from '../../lib/n8n/facts';
+import { gateFactsOf, inProgressReason, LEDGER_DETAILS } from '../../lib/n8n/facts';
 import { factsKey } from '../../lib/n8n/lineage';
 import type { LedgerRecord } from '../../lib/ledger/types';
 
@@ -56,6 +56,32 @@ describe('a Dedupe Gate item\'s facts', () => {
 		expect(fresh).toMatchObject({ doneWhen: 'already', testRun: true, _ledger: { namespace: 'editor-test:workflow:wf1' } });
 		const unverified = gateFactsOf('unverified', 'workflow:wf1', 'evt_1', 'invoice', null);
 		expect(unverified).toMatchObject({ outcome: 'unverified', key: 'evt_1', status: null, _ledger: { step: 'invoice', fence: null } });
+	});
+
+	test('an In Progress item says who holds its key and until when, each row by its own lease, also after a row that read the same', () => {
+		const held: LedgerRecord = {
+			...record,
+			status: 'in_progress',
+			leaseHolder: 'execution:7',
+			leaseExpiresAt: at('2026-11-22T09:14:33.480Z'),
+			leaseRemainingMs: 25_000,
+		};
+		const by7 = 'Let through to execution 7 at 2026-11-22 09:14:03 and not marked done yet.';
+		const heldSays = `${by7} If that run stops, the key is free again within 25 seconds (by 2026-11-22 09:14:33, UTC).`;
+		// Each case right after the held row itself: a row that differs in one fact only reads its own.
+		const cases: Array<[LedgerRecord, string, string, string]> = [
+			[{ ...held, key: 'evt_2' }, 'execution:9', 'UTC', heldSays],
+			[{ ...held, leaseRemainingMs: 1_000 }, 'execution:9', 'UTC', `${by7} If that run stops, the key is free again within 1 second (by 2026-11-22 09:14:33, UTC).`],
+			[{ ...held, leaseHolder: 'execution:8' }, 'execution:9', 'UTC', heldSays.replace('execution 7', 'execution 8')],
+			[{ ...held, leaseExpiresAt: at('2026-11-22T09:15:03.480Z') }, 'execution:9', 'UTC', heldSays.replace('09:14:33', '09:15:03')],
+			[{ ...held, updatedAt: at('2026-11-22T09:14:04.480Z') }, 'execution:9', 'UTC', heldSays.replace('09:14:03', '09:14:04')],
+			[held, 'execution:9', 'Europe/Berlin', `Let through to execution 7 at 2026-11-22 10:14:03 and not marked done yet. If that run stops, the key is free again within 25 seconds (by 2026-11-22 10:14:33, Europe/Berlin).`],
+			[held, 'execution:7', 'UTC', 'This execution let the same key through earlier (for example in a loop) and has not marked it done yet.'],
+		];
+		const reasons = cases.flatMap(([row, own, zone]) => [inProgressReason(held, 'execution:9', 'UTC'), inProgressReason(row, own, zone)]);
+		expect(reasons).toEqual(cases.flatMap(([, , , says]) => [heldSays, says]));
+		const facts = gateFactsOf('in_progress', 'workflow:wf1', 'evt_1', '', held, { reason: reasons[0] });
+		expect(Object.keys(facts)).toEqual(['outcome', 'key', 'status', 'firstSeenAt', 'externalId', 'result', 'reason', LEDGER_DETAILS]);
 	});
 
 	test('the nodes after the gate find the gate\'s claim in the nested details, and the flat facts of the other nodes as before', () => {
