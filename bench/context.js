@@ -1,3 +1,5 @@
+const { time } = require('./util');
+
 // A minimal IExecuteFunctions for timing a node's own execute() outside n8n. It answers only
 // what our nodes ask for; parameters not given fall back to the node description's defaults.
 // (The real-engine figures come from `npm run bench:n8n`.)
@@ -53,4 +55,18 @@ class ExecutionHooks {
 /** The execution of `ctx` (made with `executionEnds: true`) ends, successfully. */
 const endExecution = (ctx) => ctx.additionalData.hooks.runHook('workflowExecuteAfter', [{ status: 'success', data: { resultData: {} } }]);
 
-module.exports = { nodeContext, endExecution };
+/**
+ * One execution of `node` in a context of its own (nodeContext's options), ended as n8n ends it;
+ * answers execute()'s time in ms. `check` sees the output, which is then let go, so that nothing
+ * one execution made is alive while the next one is timed: in n8n a repeat is another execution.
+ */
+async function timedExecution(node, options, check) {
+	const ctx = nodeContext(node, { ...options, executionEnds: true });
+	let out;
+	const ms = await time(async () => (out = await node.execute.call(ctx)));
+	check(out);
+	await endExecution(ctx);
+	return ms;
+}
+
+module.exports = { nodeContext, endExecution, timedExecution };
