@@ -79,19 +79,22 @@ const HIGH_UNITS = /[\ud800-\uffff]/;
 
 /** Request indexes in the global row order (see compareCodePoints). */
 export function sortByRowId<R extends RowId>(indexes: number[], requests: R[]): number[] {
-	// Native comparison is exact unless some text has a unit at or above U+D800: one scan decides.
-	const exact = requests.some((r) => HIGH_UNITS.test(r.namespace) || HIGH_UNITS.test(r.key) || HIGH_UNITS.test(r.step));
-	const cmp = exact ? compareCodePoints : (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 	// Usually one namespace and one step: then the keys alone decide.
 	const { namespace, step } = requests[indexes[0]] ?? { namespace: '', step: '' };
 	const keysDecide = indexes.every((i) => requests[i].namespace === namespace && requests[i].step === step);
-	return [...indexes].sort(
-		keysDecide
-			? (x, y) => cmp(requests[x].key, requests[y].key)
-			: (x, y) => {
-					const a = requests[x];
-					const b = requests[y];
-					return cmp(a.namespace, b.namespace) || cmp(a.key, b.key) || cmp(a.step, b.step);
-				},
-	);
+	// Native comparison is exact unless some text compared has a unit at or above U+D800: one scan decides.
+	const high = (r: RowId) => HIGH_UNITS.test(r.key) || (!keysDecide && (HIGH_UNITS.test(r.namespace) || HIGH_UNITS.test(r.step)));
+	const exact = indexes.some((i) => high(requests[i]));
+	const cmp = exact ? compareCodePoints : (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+	if (keysDecide) {
+		// The keys read once into one array: the sort compares 130,000 pairs for 10,000 keys.
+		const key = new Array<string>(requests.length);
+		for (const i of indexes) key[i] = requests[i].key;
+		return [...indexes].sort((x, y) => cmp(key[x], key[y]));
+	}
+	return [...indexes].sort((x, y) => {
+		const a = requests[x];
+		const b = requests[y];
+		return cmp(a.namespace, b.namespace) || cmp(a.key, b.key) || cmp(a.step, b.step);
+	});
 }

@@ -48,4 +48,16 @@ describe('resolveBatch', () => {
 		const inOrder = unique.map((i) => keys[i]);
 		expect(inOrder).toEqual([...inOrder].sort(compareCodePoints));
 	});
+
+	test('several namespaces and steps: code point order in each, also where only a namespace or a step has a character above U+FFFF', () => {
+		const batch = [req('a', '\uFF5E'), req('a', '\u{1F600}'), req('a', 'ns', '\u{1F600}'), req('a', 'ns', '\uFF5E'), req('b', '\uFF5E')];
+		const { unique } = resolveBatch(batch);
+		expect(unique.map((i) => rowOf(batch[i]))).toEqual([
+			['ns', 'a', '\uFF5E'],
+			['ns', 'a', '\u{1F600}'],
+			['\uFF5E', 'a', ''],
+			['\uFF5E', 'b', ''],
+			['\u{1F600}', 'a', ''],
+		]);
+	});
 });
