@@ -1,7 +1,7 @@
 // Redis claim throughput beside its own baseline: pipelined SET NX, in the same process.
 const { Redis } = require('ioredis');
 const { RedisLedger } = require('../dist/lib/ledger/redis');
-const { median, time } = require('./util');
+const { roundRobin, time } = require('./util');
 
 async function redisSection({ N, RUNS, url }) {
 	const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: () => null });
@@ -43,21 +43,7 @@ async function redisSection({ N, RUNS, url }) {
 			return { first, dup: await time(() => ledger.claim(requests, opts)), trips };
 		},
 	};
-	// Round-robin, as the PostgreSQL part: every round runs each scenario once, starting with a
-	// different one each round, so a busy moment slows all scenarios alike.
-	const entries = Object.entries(scenarios);
-	for (const [name, run] of entries) await run(`warm${name.length}`);
-	const results = entries.map(() => ({ firsts: [], dups: [], trips: 0 }));
-	for (let r = 0; r < RUNS; r++) {
-		for (let j = 0; j < entries.length; j++) {
-			const s = (r + j) % entries.length;
-			const res = await entries[s][1](`r${r}n${entries[s][0].length}`);
-			results[s].firsts.push(res.first);
-			results[s].dups.push(res.dup);
-			results[s].trips = res.trips;
-		}
-	}
-	const rows = entries.map(([name], s) => ({ name, first: median(results[s].firsts), dup: median(results[s].dups), trips: results[s].trips }));
+	const rows = await roundRobin(Object.entries(scenarios), RUNS);
 	// Clean up every key under the prefix.
 	let cursor = '0';
 	do {

@@ -17,7 +17,7 @@ const { redisSection } = require('./redis');
 const { safeRedisFor } = require('./safeRedis');
 const { lookupLatency, latencyRows } = require('./promptCache');
 const { chatModelLatency } = require('./chatModelCache');
-const { median, time } = require('./util');
+const { roundRobin, time } = require('./util');
 const { PostgresLedger, postgresLedger, closeAllPostgresLedgers } = require('../dist/lib/ledger');
 const { DedupeGate } = require('../dist/nodes/DedupeGate/DedupeGate.node');
 
@@ -90,23 +90,7 @@ async function main() {
 		},
 	};
 
-	// Round-robin: every round runs each scenario once, starting with a different one each round,
-	// so a checkpoint, an autovacuum or a noisy neighbour slows all scenarios alike instead of
-	// whichever ran while it happened; the ratios compare runs minutes apart no more.
-	const entries = Object.entries(scenarios);
-	for (const [name, run] of entries) await run(`warm_${name.length}`);
-	const results = entries.map(() => ({ firsts: [], dups: [], trips: 0 }));
-	for (let r = 0; r < RUNS; r++) {
-		for (let j = 0; j < entries.length; j++) {
-			const s = (r + j) % entries.length;
-			const [name, run] = entries[s];
-			const res = await run(`r${r}_${name.length}_${suffix}`);
-			results[s].firsts.push(res.first);
-			results[s].dups.push(res.dup);
-			results[s].trips = res.trips;
-		}
-	}
-	const rows = entries.map(([name], s) => ({ name, first: median(results[s].firsts), dup: median(results[s].dups), trips: results[s].trips }));
+	const rows = await roundRobin(Object.entries(scenarios), RUNS);
 
 	// The webhook case: one item, after warm-up. How many ledger round trips does it add?
 	const one = nodeContext(gate, { parameters: { keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: `one_${suffix}` } }, items: [{ json: { id: 'evt_single' } }], credentials, executionEnds: true });
@@ -115,20 +99,19 @@ async function main() {
 	const oneItemTrips = gateLedger.roundTrips - before;
 	await endExecution(one);
 
-	const base = rows[0];
 	const fmt = (ms) => `${Math.round(N / (ms / 1000)).toLocaleString('en-US')}/s (${ms.toFixed(1)} ms)`;
+	const fmtRow = (r) => `| ${r.name} | ${fmt(r.first)} | ${r.firstRatio.toFixed(2)} | ${fmt(r.dup)} | ${r.dupRatio.toFixed(2)} | ${r.trips} |`;
 	const lines = [
-		`Keys per run: ${N}; median of ${RUNS} runs; PostgreSQL ${(await pool.query('SHOW server_version')).rows[0].server_version}; Node ${process.version}`,
+		`Keys per run: ${N}; median of ${RUNS} runs (ratios: median of each round's ratio); PostgreSQL ${(await pool.query('SHOW server_version')).rows[0].server_version}; Node ${process.version}`,
 		'',
 		'| scenario | first sight | ratio to raw SQL | all duplicates | ratio to raw SQL | round trips (10k) |',
 		'|---|---|---|---|---|---|',
-		...rows.map((r) => `| ${r.name} | ${fmt(r.first)} | ${(base.first / r.first).toFixed(2)} | ${fmt(r.dup)} | ${(base.dup / r.dup).toFixed(2)} | ${r.trips} |`),
+		...rows.map(fmtRow),
 		'',
 		`One-item execution (the webhook case), warm: the gate made ${oneItemTrips} ledger round trip(s).`,
 	];
 	console.log(lines.join('\n'));
 
-	const fmtRow = (r, b) => `| ${r.name} | ${fmt(r.first)} | ${(b.first / r.first).toFixed(2)} | ${fmt(r.dup)} | ${(b.dup / r.dup).toFixed(2)} | ${r.trips} |`;
 	const redis = await redisSection({ N, RUNS, url: redisUrl });
 	if (Array.isArray(redis)) console.log(`\n${redis.join('\n')}`);
 	else {
@@ -139,7 +122,7 @@ async function main() {
 				'',
 				'| scenario | first sight | ratio to SET NX | all duplicates | ratio to SET NX | round trips (10k) |',
 				'|---|---|---|---|---|---|',
-				...redis.rows.map((r) => fmtRow(r, redis.rows[0])),
+				...redis.rows.map(fmtRow),
 			].join('\n'),
 		);
 	}

@@ -8,4 +8,41 @@ const time = async (fn) => {
 	await fn();
 	return Number(process.hrtime.bigint() - t0) / 1e6;
 };
-module.exports = { median, percentile, time };
+
+/**
+ * Times scenarios against a baseline. `entries` are [name, run] pairs; `run(namespace)` answers
+ * `{ first, dup, trips? }`, in ms, for a namespace nobody used. After one warm-up run each, every
+ * round runs each scenario once, starting with a different one each round, so a checkpoint, an
+ * autovacuum or a noisy neighbour slows all of them alike.
+ *
+ * Per scenario: the median of its times, and its ratio to the baseline (`entries[baseAt]`; the
+ * baseline's time divided by the scenario's, higher is faster) as the median of each round's
+ * ratio. The two ran within a second of each other, so a machine that slows down or speeds up
+ * while the bench runs (seen here: the raw SQL from 106 to 57 ms within one run) moves both
+ * alike; a ratio of the two medians would mix rounds run a minute apart.
+ */
+async function roundRobin(entries, runs, baseAt = 0) {
+	for (const [s, [, run]] of entries.entries()) await run(`warm_${s}`);
+	const results = entries.map(() => ({ firsts: [], dups: [], trips: 0 }));
+	for (let r = 0; r < runs; r++) {
+		for (let j = 0; j < entries.length; j++) {
+			const s = (r + j) % entries.length;
+			const res = await entries[s][1](`r${r}_${s}`);
+			results[s].firsts.push(res.first);
+			results[s].dups.push(res.dup);
+			results[s].trips = res.trips;
+		}
+	}
+	const base = results[baseAt];
+	const ratio = (of, own) => median(own.map((ms, r) => of[r] / ms));
+	return entries.map(([name], s) => ({
+		name,
+		first: median(results[s].firsts),
+		dup: median(results[s].dups),
+		firstRatio: ratio(base.firsts, results[s].firsts),
+		dupRatio: ratio(base.dups, results[s].dups),
+		trips: results[s].trips,
+	}));
+}
+
+module.exports = { median, percentile, time, roundRobin };
