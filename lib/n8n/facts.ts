@@ -126,7 +126,7 @@ export type GateNote = { doneWhen: string } | { reason: string };
  * Each shape is one object literal. V8 builds a literal with room for every field it names; a
  * field added afterwards goes into a second, separate store. The gate keeps 10,000 of these alive
  * until it returns, and garbage collection copies every live object: two objects per item instead
- * of four made the facts of 10,000 items about half as costly (docs/benchmarks.md).
+ * of three made the facts and items of 10,000 items 2 to 8 times cheaper (docs/benchmarks.md).
  */
 export function gateFactsOf(
 	outcome: Outcome,
