@@ -11,7 +11,7 @@ const os = require('os');
 const path = require('path');
 
 const { roundRobin, time } = require('./util');
-const { timedExecution } = require('./context');
+const { deliveryAndRepeat } = require('./context');
 
 const N = Number(process.env.BENCH_KEYS || 10_000);
 const RUNS = Number(process.env.BENCH_RUNS || 7);
@@ -36,19 +36,7 @@ async function builtinSection() {
 	await pg.ensureSchema();
 	const gate = new DedupeGate();
 	const keys = (ns) => Array.from({ length: N }, (_, i) => `evt_${ns}_${i}`);
-	// Two executions, as a delivery and its repeat: the repeat finds the keys the first holds.
-	const gateRun = (backend, credentials) => async (ns) => {
-		const items = keys(ns).map((id, i) => ({ json: { id, amount: i, customer: { email: `c${i}@example.com` } } }));
-		const execution = (name, check) =>
-			timedExecution(gate, { parameters: { backend, keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: ns } }, items, credentials, executionId: `${ns}-${name}` }, check);
-		const first = await execution('first', (out) => {
-			if (out[0].length !== N) throw new Error(`${backend} first sight: ${out[0].length} new, expected ${N}`);
-		});
-		const dup = await execution('repeat', (out) => {
-			if (out[2].length !== N) throw new Error(`${backend} repeat: ${out[2].length} in progress, expected ${N}`);
-		});
-		return { first, dup };
-	};
+	const gateRun = (backend, credentials) => (ns) => deliveryAndRepeat(gate, { parameters: { backend, mode: 'lease' }, credentials, namespace: ns, n: N });
 	const scenarios = {
 		'baseline: INSERT OR IGNORE per key, one transaction (SQLite)': async (ns) => {
 			const k = keys(ns);

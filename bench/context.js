@@ -69,4 +69,24 @@ async function timedExecution(node, options, check) {
 	return ms;
 }
 
-module.exports = { nodeContext, endExecution, timedExecution };
+/**
+ * The gate on `n` new items `{ id, amount, customer }` keyed by `id` (`parameters` says the rest),
+ * twice: a delivery, then its repeat as another execution, which finds the keys the first one
+ * holds (In Progress). Answers both times in ms; `afterFirst` runs in between, untimed.
+ */
+async function deliveryAndRepeat(gate, { parameters, credentials, namespace, n, afterFirst = () => undefined }) {
+	const items = Array.from({ length: n }, (_, i) => ({ json: { id: `evt_${namespace}_${i}`, amount: i, customer: { email: `c${i}@example.com` } } }));
+	const what = parameters.backend ? `${parameters.backend} ` : '';
+	const execution = (name, check) =>
+		timedExecution(gate, { parameters: { ...parameters, keySource: 'field', keyField: 'id', options: { namespace } }, items, credentials, executionId: `${namespace}-${name}` }, check);
+	const first = await execution('first', (out) => {
+		if (out[0].length !== n) throw new Error(`${what}first sight: ${out[0].length} new, expected ${n}`);
+	});
+	afterFirst();
+	const dup = await execution('repeat', (out) => {
+		if (out[2].length !== n) throw new Error(`${what}repeat: ${out[2].length} in progress, expected ${n}`);
+	});
+	return { first, dup };
+}
+
+module.exports = { nodeContext, endExecution, deliveryAndRepeat };

@@ -74,19 +74,10 @@ async function main() {
 			return { first, dup: await time(() => ledger.claim(requests, opts)), trips };
 		},
 		'Dedupe Gate execute() (field "id", lease)': async (ns) => {
-			const items = keys(ns).map((id, i) => ({ json: { id, amount: i, customer: { email: `c${i}@example.com` } } }));
-			// Two executions, as a delivery and its repeat: the repeat finds the keys the first holds.
-			const execution = (name, check) =>
-				timedExecution(gate, { parameters: { keySource: 'field', keyField: 'id', mode: 'lease', options: { namespace: ns } }, items, credentials, executionId: `${ns}-${name}` }, check);
 			const before = gateLedger.roundTrips;
-			const first = await execution('first', (out) => {
-				if (out[0].length !== N) throw new Error(`first sight: ${out[0].length} new, expected ${N}`);
-			});
-			const trips = gateLedger.roundTrips - before;
-			const dup = await execution('repeat', (out) => {
-				if (out[2].length !== N) throw new Error(`repeat: ${out[2].length} in progress, expected ${N}`);
-			});
-			return { first, dup, trips };
+			let trips = 0;
+			const times = await deliveryAndRepeat(gate, { parameters: { mode: 'lease' }, credentials, namespace: ns, n: N, afterFirst: () => (trips = gateLedger.roundTrips - before) });
+			return { ...times, trips };
 		},
 	};
 
@@ -189,7 +180,7 @@ async function main() {
 	await closeAllPostgresLedgers();
 }
 
-const { nodeContext, endExecution, timedExecution } = require('./context');
+const { nodeContext, endExecution, deliveryAndRepeat } = require('./context');
 
 /**
  * The Built-in ledger's table (bench/builtin.js). It needs node:sqlite (Node.js 22.13+): on an
