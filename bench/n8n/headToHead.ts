@@ -173,6 +173,10 @@ async function throughput(n8n: N8nInstance, credentialId: string, redisCredentia
 	const variants = (
 		[
 			['rd', 'Remove Duplicates v2, `={{ $json.id }}` (baseline)', () => removeDuplicates()],
+			// n8n's own floor: a node that does nothing still pays for what n8n does to its input
+			// items before any node runs (on n8n 1.x with task runners off, a copy of every vm2-proxied
+			// item), inside its executionTime. No node can beat this row.
+			['noop', "No Operation, do nothing (n8n's own cost of handing a node these items)", () => node('Under Test', 'n8n-nodes-base.noOp', 1, [440, 0], {})],
 			['field', 'Dedupe Gate, Key From: Field Name `id`', (r) => dedupeGate(`h2h-field-${r}`, { keySource: 'field', keyField: 'id' }, credentialId)],
 			['redis', 'Dedupe Gate on Redis, Key From: Field Name `id`', (r) => dedupeGate(`h2h-redis-${r}`, { keySource: 'field', keyField: 'id' }, redisCredentialId, 'seen', 'redis')],
 			['builtin', 'Dedupe Gate on the Built-in ledger (SQLite file), Key From: Field Name `id`', (r) => dedupeGate(`h2h-builtin-${r}`, { keySource: 'field', keyField: 'id' }, builtinCredentialId, 'seen', 'builtin')],
