@@ -1,6 +1,5 @@
-import { createHash } from 'crypto';
-
 import { LedgerInputError } from './errors';
+import { sha256 } from './fingerprint';
 
 /**
  * The Prompt Cache key: SHA-256 over a normalized, versioned envelope of everything that changes
@@ -412,7 +411,7 @@ function normalizedRequest(input: PromptInput): { envelope: PromptEnvelope; left
 
 /** SHA-256 (hex) of the canonical envelope. */
 export function hashEnvelope(envelope: PromptEnvelope): string {
-	return createHash('sha256').update(canonicalJson(envelope)).digest('hex');
+	return sha256(canonicalJson(envelope));
 }
 
 export function promptHash(input: PromptInput): PromptHash {
@@ -432,7 +431,7 @@ const RECEIPT_PARTS: Array<[param: string, label: string, summary: (value: unkno
  * JSON. Two receipts whose line for a part shows the same short hash had the same part (all but
  * surely); a different one shows which part differs, without showing its text.
  */
-export const partHash = (value: unknown) => `#${createHash('sha256').update(canonicalJson(value)).digest('hex').slice(0, 8)}`;
+export const partHash = (value: unknown) => `#${sha256(canonicalJson(value)).slice(0, 8)}`;
 
 function toolName(tool: unknown): string {
 	if (!isObject(tool)) return '?';

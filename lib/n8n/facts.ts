@@ -108,6 +108,50 @@ export function factsOf(outcome: Outcome, namespace: string, key: string, step: 
 }
 
 /**
+ * A Prompt Cache item's facts: factsOf's but the stored result, version and external id (the item
+ * carries the response itself), then the prompt hash, then `extra`. One literal per shape, as
+ * factsOf's `delete`s and spreads cost a cache hit more than its own hashing.
+ */
+export function cacheFactsOf(outcome: string, namespace: string, hash: string, step: string, record: LedgerRecord | null, extra: IDataObject): IDataObject {
+	const facts: IDataObject = isTestNamespace(namespace)
+		? {
+				outcome,
+				namespace,
+				key: hash,
+				step,
+				status: record?.status ?? null,
+				firstSeenAt: iso(record?.firstSeenAt),
+				updatedAt: iso(record?.updatedAt),
+				expiresAt: iso(record?.expiresAt),
+				attempts: record?.attempts ?? null,
+				leaseHolder: record?.leaseHolder ?? null,
+				leaseExpiresAt: iso(record?.leaseExpiresAt),
+				fence: record?.fence ?? null,
+				previousStatus: record?.previousStatus ?? null,
+				testRun: true,
+				promptHash: hash,
+			}
+		: {
+				outcome,
+				namespace,
+				key: hash,
+				step,
+				status: record?.status ?? null,
+				firstSeenAt: iso(record?.firstSeenAt),
+				updatedAt: iso(record?.updatedAt),
+				expiresAt: iso(record?.expiresAt),
+				attempts: record?.attempts ?? null,
+				leaseHolder: record?.leaseHolder ?? null,
+				leaseExpiresAt: iso(record?.leaseExpiresAt),
+				fence: record?.fence ?? null,
+				previousStatus: record?.previousStatus ?? null,
+				promptHash: hash,
+			};
+	for (const name in extra) facts[name] = extra[name];
+	return facts;
+}
+
+/**
  * Under FACTS_FIELD on a Dedupe Gate item, the facts our own nodes read and a flow builder does
  * not: the scope, the claim's fence and lease, the row's times. Mark Step Done, Guarded Send and
  * Start Step find the gate's claim here (lineage.ts factsKey), on the item itself or on the gate's

@@ -3,7 +3,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-wor
 
 import type { PromptEnvelope } from '../../lib/ledger/promptHash';
 import type { LedgerRecord } from '../../lib/ledger/types';
-import { FACTS_FIELD, factsOf, itemWithFacts, PROMPT_CACHE_STEP } from '../../lib/n8n/facts';
+import { cacheFactsOf, FACTS_FIELD, itemWithFacts, PROMPT_CACHE_STEP } from '../../lib/n8n/facts';
 import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
 
 /** Ledger step of a cache entry. The key is the prompt hash. */
@@ -44,14 +44,8 @@ export function holderOf(ctx: IExecuteFunctions): string {
 export type CacheOutcome = 'hit' | 'miss' | 'stored' | 'not_stored' | 'unverified';
 
 /** The ledger facts every Prompt Cache output carries under `idempotency`. */
-export function cacheFacts(outcome: CacheOutcome, namespace: string, hash: string, record: LedgerRecord | null, extra: IDataObject = {}): IDataObject {
-	const base = factsOf('new', namespace, hash, CACHE_STEP, record);
-	// The stored result is the response itself; the item carries it already.
-	delete base.result;
-	delete base.version;
-	delete base.externalId;
-	return { ...base, outcome, promptHash: hash, ...extra };
-}
+export const cacheFacts = (outcome: CacheOutcome, namespace: string, hash: string, record: LedgerRecord | null, extra: IDataObject = {}): IDataObject =>
+	cacheFactsOf(outcome, namespace, hash, CACHE_STEP, record, extra);
 
 export const factsOfItem = (item: INodeExecutionData): IDataObject | null => {
 	const facts = item.json[FACTS_FIELD];

@@ -1,7 +1,7 @@
-import { createHash } from 'crypto';
 import { Pool, type PoolConfig } from 'pg';
 
 import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from '../duration';
+import { sha256 } from '../fingerprint';
 import { PostgresLedger } from './PostgresLedger';
 
 export type SslMode = 'disable' | 'require' | 'verify-full';
@@ -61,8 +61,7 @@ const cache = new Map<string, Entry>();
 let sweeper: NodeJS.Timeout | null = null;
 
 /** The cache key: a hash of every connection setting, so the password never sits in a map key. */
-export const settingsKey = (s: PostgresSettings, scope = 'postgres') =>
-	createHash('sha256').update(JSON.stringify([scope, s])).digest('hex');
+export const settingsKey = (s: PostgresSettings, scope = 'postgres') => sha256(JSON.stringify([scope, s]));
 
 /**
  * One pool per distinct credential, reused across executions. A pool whose connections have

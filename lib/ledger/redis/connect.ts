@@ -1,10 +1,10 @@
-import { createHash } from 'crypto';
 import { isIP } from 'net';
 import type { ConnectionOptions } from 'tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 
 import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, withinSeconds } from '../duration';
 import { LedgerInputError, LedgerUnavailableError } from '../errors';
+import { sha256 } from '../fingerprint';
 import { toUnavailable } from './errors';
 import { RedisLedger } from './RedisLedger';
 import { checkRedisSafety, type RedisSafety } from './safety';
@@ -156,7 +156,7 @@ const cache = new Map<string, Entry>();
 let sweeper: NodeJS.Timeout | null = null;
 
 /** The cache key: a hash of every connection setting, so the password never sits in a map key. */
-export const redisSettingsKey = (s: RedisSettings) => createHash('sha256').update(JSON.stringify(['redis', s])).digest('hex');
+export const redisSettingsKey = (s: RedisSettings) => sha256(JSON.stringify(['redis', s]));
 
 /**
  * One client per distinct credential, reused across executions. A client nobody asked for in
