@@ -552,13 +552,20 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		await this.ensureSchema();
 		const out = new Array<LedgerRecord | null>(ids.length).fill(null);
 		const read = async (chunks: Array<{ namespace: string; indexes: number[] }>) => {
-			const replies = await this.pipeline((p) => {
-				p.time();
-				for (const { namespace, indexes } of chunks) {
-					const k = namespaceKeys(this.prefix, namespace);
-					p.mget(indexes.map((i) => k.row(member(ids[i].key, ids[i].step))));
-				}
+			const rowKeys = chunks.map(({ namespace, indexes }) => {
+				const k = namespaceKeys(this.prefix, namespace);
+				return indexes.map((i) => k.row(member(ids[i].key, ids[i].step)));
 			});
+			// Standalone: the commands go out one after the other without waiting for a reply, so
+			// still one round trip, but without a pipeline object, which ioredis fills with every
+			// script this ledger defined (about 20 µs of a 0.3 ms cache hit). A Cluster pipeline is
+			// what sends TIME to the node of the rows' slot.
+			const replies = this.isCluster
+				? await this.pipeline((p) => {
+						p.time();
+						for (const keys of rowKeys) p.mget(keys);
+					})
+				: await this.send(() => Promise.all<unknown>([this.client.time(), ...rowKeys.map((keys) => this.client.mget(keys))]));
 			const [seconds, micros] = replies[0] as [string, string];
 			const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 			const at = datesOfReply();
