@@ -28,6 +28,7 @@ import { Client, Pool } from 'pg';
 import { PostgresLedger } from '../../lib/ledger';
 
 import { ensureRuntime, nodeExecutionTime, nodeOutput, startN8n, type N8nInstance, type WorkflowJson } from '../../test/e2e/support/n8n';
+import { dropLedgerTables } from '../../test/support/db';
 import { countingPostgresProxy } from './pgRoundTrips';
 const { safeRedisFor } = require('../safeRedis') as { safeRedisFor: (client: Redis, url: string, part: string) => Promise<{ url: string; note: string | null; stop: () => void } | null> };
 
@@ -470,9 +471,8 @@ async function main() {
 		await n8n.stop();
 		await dropRedisKeys();
 		safe?.stop();
-		const db = new Client({ connectionString: DATABASE_URL });
-		await db.connect();
-		for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) await db.query(`DROP TABLE IF EXISTS ${table}${suffix}`);
+		const db = new Pool({ connectionString: DATABASE_URL, max: 1 });
+		await dropLedgerTables(db, table);
 		await db.end();
 	}
 }
