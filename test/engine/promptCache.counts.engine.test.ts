@@ -141,13 +141,18 @@ describe('Prompt Cache counters, written off the answer path', () => {
 			deferCounts(warnCtx, flaky, [{ namespace, counts: { lookups: 1, hits: 1, moneySaved: 0.1 } }]);
 			deferCounts(warnCtx, flaky, [{ namespace, counts: { lookups: 1, hits: 1, moneySaved: 0.2 } }]);
 			expect(pendingCounts(flaky)).toBe(1);
-			// The first write fails: the counts stay, a warning says so.
-			await sleep(300);
+			// The first write fails: the counts stay, a warning says so. Checked as soon as the
+			// warning is there, 200 ms before the retry is due (a fixed sleep of 300 ms raced the
+			// retry on a loaded machine).
+			const failureWarned = () => warnings.some((w) => /could not be written to the ledger yet/.test(w));
+			for (let i = 0; i < 100 && !failureWarned(); i++) await sleep(10);
+			const failedAt = performance.now();
 			expect(warnings.join(' ')).toMatch(/could not be written to the ledger yet/);
 			expect(pendingCounts(flaky)).toBe(1);
 			// The next one (twice the wait after a failure) writes them, exactly once.
-			for (let i = 0; i < 40 && pendingCounts(flaky) > 0; i++) await sleep(50);
+			for (let i = 0; i < 40 && pendingCounts(flaky) > 0; i++) await sleep(10);
 			expect(pendingCounts(flaky)).toBe(0);
+			expect(performance.now() - failedAt).toBeGreaterThanOrEqual(150);
 			expect(await promptCacheStats(inspect, namespace)).toMatchObject({ lookups: 2, hits: 2, moneySaved: 0.3 });
 		} finally {
 			COUNT_FLUSH.afterMs = saved;
