@@ -10,8 +10,8 @@ module.exports = {
 	testEnvironment: 'node',
 	roots: ['<rootDir>/test'],
 	testMatch: ['**/*.e2e.test.ts'],
-	globalSetup: '<rootDir>/test/support/globalSetup.js',
-	globalTeardown: '<rootDir>/test/support/globalTeardown.js',
+	globalSetup: '<rootDir>/test/e2e/support/globalSetup.js',
+	globalTeardown: '<rootDir>/test/e2e/support/globalTeardown.js',
 	// A cold install of n8n takes minutes; each n8n boot about 10 to 15 s, each CLI run 5 to 10 s.
 	testTimeout: 15 * 60 * 1000,
 	// Two files at a time (E2E_WORKERS to change it). Each file runs its own n8n, with its own

@@ -20,6 +20,8 @@ import * as path from 'path';
 import { performance } from 'perf_hooks';
 import { Client } from 'pg';
 
+const { runPrefix } = require('./runDatabases.js') as { runPrefix: () => string };
+
 export const repoRoot = path.resolve(__dirname, '..', '..', '..');
 export const PACKAGE_NAME = 'n8n-nodes-idempotency';
 
@@ -883,13 +885,17 @@ export class N8nInstance {
 		await this.boot();
 	}
 
-	/** Stops n8n, drops its database unless keepDatabase, removes a temp user folder. Idempotent. */
+	/**
+	 * Stops n8n, drops its database unless keepDatabase (in a tagged jest run, the run's teardown
+	 * drops it: runDatabases.js), removes a temp user folder. Idempotent.
+	 */
 	async stop(): Promise<void> {
 		if (this.stopped) return;
 		this.stopped = true;
 		await this.terminate();
 		await new Promise<void>((resolve) => (this.logStream ? this.logStream.end(resolve) : resolve()));
-		if (!this.options.keepDatabase && !this.options.sqlite) {
+		const droppedAtRunEnd = runPrefix() !== '' && this.database.startsWith(runPrefix());
+		if (!this.options.keepDatabase && !this.options.sqlite && !droppedAtRunEnd) {
 			await adminQuery(`DROP DATABASE IF EXISTS "${this.database}" WITH (FORCE)`).catch(() => undefined);
 		}
 		if (this.ownsUserFolder && !this.options.keepUserFolder) {
@@ -921,7 +927,7 @@ export async function startN8n(options: StartOptions = {}): Promise<N8nInstance>
 	const userFolder = options.userFolder ?? fs.mkdtempSync(path.join(os.tmpdir(), 'n8n-e2e-home-'));
 	fs.mkdirSync(userFolder, { recursive: true });
 	if (options.withPackage) await installPackage(userFolder);
-	const database = options.database ?? `n8n_e2e_${randomBytes(5).toString('hex')}`;
+	const database = options.database ?? `${runPrefix() || 'n8n_e2e_'}${randomBytes(5).toString('hex')}`;
 	if (!/^[a-z_][a-z0-9_]*$/.test(database)) throw new Error(`database name ${database}: use [a-z0-9_]`);
 	if (!options.database && !options.sqlite) await adminQuery(`CREATE DATABASE "${database}"`);
 	const port = options.port ?? (await freePort());

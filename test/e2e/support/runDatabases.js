@@ -1,0 +1,43 @@
+/**
+ * The n8n databases of one real-n8n run are dropped when the run ends, not as each n8n stops.
+ * PostgreSQL's DROP DATABASE forces an immediate checkpoint: every dirty page of the server
+ * written and fsynced at once. On a slow disk that stalled commits for seconds (a checkpoint's
+ * sync phase of 4.6 s seen in CI) while another file's storm was running; n8n's own database
+ * ping, which must get one of its two pool connections within 5 s, then timed out, and n8n
+ * answered webhooks with 503 "Database is not ready!".
+ *
+ * globalSetup tags the run (N8N_E2E_RUN, inherited by jest's workers); test/e2e/support/n8n.ts
+ * names each database it creates after the tag and leaves it in place when n8n stops; the
+ * run's globalTeardown drops the databases of that tag. Outside a tagged run (a script that
+ * starts n8n itself) each database is dropped as its n8n stops, as before.
+ */
+const { randomBytes } = require('node:crypto');
+const { Client } = require('pg');
+
+const RUN_ENV = 'N8N_E2E_RUN';
+
+/** The prefix of this run's n8n database names, or '' outside a tagged run. */
+const runPrefix = () => (process.env[RUN_ENV] ? `n8n_e2e_${process.env[RUN_ENV]}_` : '');
+
+function tagRun() {
+	process.env[RUN_ENV] = randomBytes(4).toString('hex');
+}
+
+/** Drops the databases of this run (their n8n processes have stopped); answers how many. */
+async function dropRunDatabases(serverUrl) {
+	const prefix = runPrefix();
+	if (!prefix) return 0;
+	const url = new URL(serverUrl);
+	url.pathname = '/postgres';
+	const client = new Client({ connectionString: url.toString(), connectionTimeoutMillis: 5000 });
+	await client.connect();
+	try {
+		const { rows } = await client.query('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [prefix]);
+		for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+		return rows.length;
+	} finally {
+		await client.end().catch(() => undefined);
+	}
+}
+
+module.exports = { dropRunDatabases, runPrefix, tagRun };
