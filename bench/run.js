@@ -3,7 +3,8 @@
 //    unnest, one statement), the ledger's claim, and the Dedupe Gate node's execute(), for 10,000
 //    distinct keys (first sight) and the same 10,000 again (all duplicates); median of runs,
 //    the scenarios taking turns within each round;
-// 2. the same claim on Redis beside pipelined SET NX;
+// 2. the same claim on Redis beside pipelined SET NX, then on a Redis Cluster (REDIS_CLUSTER_NODES,
+//    else three throwaway nodes of this machine's redis-server, as the test setup starts them);
 // 3. Prompt Cache lookup latency (p50, p99 over 10,000 one-item lookups) on both backends (on a
 //    throwaway AOF redis-server when the Redis given can lose keys: bench/safeRedis.js),
 //    beside a primary-key SELECT / a GET;
@@ -14,6 +15,8 @@
 const { Pool } = require('pg');
 const { Redis } = require('ioredis');
 const { redisSection } = require('./redis');
+const { startRedisCluster, stopRedisCluster } = require('../test/support/redisCluster');
+const { parseClusterNodes } = require('../dist/lib/ledger/redis/connect');
 const { safeRedisFor } = require('./safeRedis');
 const { lookupLatency, latencyRows } = require('./promptCache');
 const { chatModelLatency } = require('./chatModelCache');
@@ -29,6 +32,23 @@ const table = `bench_${suffix}`;
 
 const LOOKUPS = Number(process.env.BENCH_LOOKUPS || 10_000);
 const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+
+const fmt = (ms) => `${Math.round(N / (ms / 1000)).toLocaleString('en-US')}/s (${ms.toFixed(1)} ms)`;
+const fmtRow = (r) => `| ${r.name} | ${fmt(r.first)} | ${r.firstRatio.toFixed(2)} | ${fmt(r.dup)} | ${r.dupRatio.toFixed(2)} | ${r.trips} |`;
+
+function printRedis(section, what) {
+	if (Array.isArray(section)) return console.log(`\n${section.join('\n')}`);
+	console.log(
+		[
+			'',
+			`${what} ${section.version}, same keys and runs; ratios to pipelined SET NX:`,
+			'',
+			'| scenario | first sight | ratio to SET NX | all duplicates | ratio to SET NX | round trips (10k) |',
+			'|---|---|---|---|---|---|',
+			...section.rows.map(fmtRow),
+		].join('\n'),
+	);
+}
 
 function credentialsFrom(connectionString) {
 	const u = new URL(connectionString);
@@ -90,8 +110,6 @@ async function main() {
 	const oneItemTrips = gateLedger.roundTrips - before;
 	await endExecution(one);
 
-	const fmt = (ms) => `${Math.round(N / (ms / 1000)).toLocaleString('en-US')}/s (${ms.toFixed(1)} ms)`;
-	const fmtRow = (r) => `| ${r.name} | ${fmt(r.first)} | ${r.firstRatio.toFixed(2)} | ${fmt(r.dup)} | ${r.dupRatio.toFixed(2)} | ${r.trips} |`;
 	const lines = [
 		`Keys per run: ${N}; median of ${RUNS} runs (ratios: median of each round's ratio); PostgreSQL ${(await pool.query('SHOW server_version')).rows[0].server_version}; Node ${process.version}`,
 		'',
@@ -103,19 +121,16 @@ async function main() {
 	];
 	console.log(lines.join('\n'));
 
-	const redis = await redisSection({ N, RUNS, url: redisUrl });
-	if (Array.isArray(redis)) console.log(`\n${redis.join('\n')}`);
-	else {
-		console.log(
-			[
-				'',
-				`Redis ${redis.version}, same keys and runs; ratios to pipelined SET NX:`,
-				'',
-				'| scenario | first sight | ratio to SET NX | all duplicates | ratio to SET NX | round trips (10k) |',
-				'|---|---|---|---|---|---|',
-				...redis.rows.map(fmtRow),
-			].join('\n'),
-		);
+	printRedis(await redisSection({ N, RUNS, url: redisUrl }), 'Redis');
+
+	// The same on a Redis Cluster: REDIS_CLUSTER_NODES, else three throwaway nodes of this machine's redis-server.
+	const cluster = await startRedisCluster();
+	try {
+		const nodes = parseClusterNodes(process.env.REDIS_CLUSTER_NODES);
+		if (nodes.length === 0) console.log('\nRedis Cluster section SKIPPED: no REDIS_CLUSTER_NODES, and no redis-server here to start one.');
+		else printRedis(await redisSection({ N, RUNS, clusterNodes: nodes }), `Redis Cluster (${cluster ? 'three throwaway nodes' : 'REDIS_CLUSTER_NODES'}; one namespace's keys on one slot)`);
+	} finally {
+		stopRedisCluster(cluster);
 	}
 
 	console.log(`\n${builtinRows().join('\n')}`);
