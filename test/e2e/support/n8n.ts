@@ -203,14 +203,23 @@ function serverUrl(database: string): URL {
 	return u;
 }
 
-async function adminQuery(sql: string) {
+async function adminQuery(sql: string, params: unknown[] = []) {
 	const client = new Client({ connectionString: serverUrl('postgres').toString(), connectionTimeoutMillis: 5000 });
 	await client.connect();
 	try {
-		await client.query(sql);
+		return (await client.query(sql, params)).rows;
 	} finally {
 		await client.end().catch(() => undefined);
 	}
+}
+
+/** Drops the n8n databases of this tagged run (runDatabases.js), whose n8n have stopped; answers how many. */
+export async function dropRunDatabases(): Promise<number> {
+	const prefix = runPrefix();
+	if (!prefix) return 0;
+	const rows = await adminQuery('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [prefix]);
+	for (const { datname } of rows) await adminQuery(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+	return rows.length;
 }
 
 function dbEnv(database: string): Record<string, string> {
@@ -894,7 +903,8 @@ export class N8nInstance {
 		this.stopped = true;
 		await this.terminate();
 		await new Promise<void>((resolve) => (this.logStream ? this.logStream.end(resolve) : resolve()));
-		const droppedAtRunEnd = runPrefix() !== '' && this.database.startsWith(runPrefix());
+		const prefix = runPrefix();
+		const droppedAtRunEnd = prefix !== '' && this.database.startsWith(prefix);
 		if (!this.options.keepDatabase && !this.options.sqlite && !droppedAtRunEnd) {
 			await adminQuery(`DROP DATABASE IF EXISTS "${this.database}" WITH (FORCE)`).catch(() => undefined);
 		}

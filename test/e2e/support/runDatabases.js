@@ -8,11 +8,10 @@
  *
  * globalSetup tags the run (N8N_E2E_RUN, inherited by jest's workers); test/e2e/support/n8n.ts
  * names each database it creates after the tag and leaves it in place when n8n stops; the
- * run's globalTeardown drops the databases of that tag. Outside a tagged run (a script that
- * starts n8n itself) each database is dropped as its n8n stops, as before.
+ * run's globalTeardown drops the databases of that tag (n8n.ts dropRunDatabases). Outside a
+ * tagged run (a script that starts n8n itself) each database is dropped as its n8n stops.
  */
 const { randomBytes } = require('node:crypto');
-const { Client } = require('pg');
 
 const RUN_ENV = 'N8N_E2E_RUN';
 
@@ -23,21 +22,4 @@ function tagRun() {
 	process.env[RUN_ENV] = randomBytes(4).toString('hex');
 }
 
-/** Drops the databases of this run (their n8n processes have stopped); answers how many. */
-async function dropRunDatabases(serverUrl) {
-	const prefix = runPrefix();
-	if (!prefix) return 0;
-	const url = new URL(serverUrl);
-	url.pathname = '/postgres';
-	const client = new Client({ connectionString: url.toString(), connectionTimeoutMillis: 5000 });
-	await client.connect();
-	try {
-		const { rows } = await client.query('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [prefix]);
-		for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
-		return rows.length;
-	} finally {
-		await client.end().catch(() => undefined);
-	}
-}
-
-module.exports = { dropRunDatabases, runPrefix, tagRun };
+module.exports = { runPrefix, tagRun };
