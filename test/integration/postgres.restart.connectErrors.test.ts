@@ -57,9 +57,16 @@ describe('PostgreSQL restarting or shutting down under the ledger (a throwaway c
 	});
 
 	/** A claim that waits on a table lock held by `admin`, so that it is in flight when the server goes. */
-	async function claimInFlight(admin: Client, key: string) {
+	/**
+	 * A claim that waits on a lock `admin` holds. With `prepared`, the lock is left to a prepared
+	 * transaction of that name, which no server process holds: a shutdown, which signals every
+	 * server process, cannot free the lock before it reaches the claim's (on a loaded machine the
+	 * claim once took the lock freed by the admin's process, and committed, in between).
+	 */
+	async function claimInFlight(admin: Client, key: string, prepared?: string) {
 		await admin.query('BEGIN');
 		await admin.query(`LOCK TABLE public.idem_restart IN ACCESS EXCLUSIVE MODE`);
+		if (prepared) await admin.query(`PREPARE TRANSACTION '${prepared}'`);
 		const claim = postgresLedger(pg.settings)
 			.claim([{ namespace: 'restart', key, step: '', fingerprint: null }], { mode: 'seen', ttlMs: 60_000, holder: 'restart-test', leaseMs: 60_000 })
 			.catch((e) => e);
@@ -165,7 +172,7 @@ describe('PostgreSQL restarting or shutting down under the ledger (a throwaway c
 		const admin = await pg.client();
 		let error;
 		try {
-			const { claim } = await claimInFlight(admin, 'fast-1');
+			const { claim } = await claimInFlight(admin, 'fast-1', 'hold-fast-1');
 			pg.signal('SIGINT');
 			error = await claim;
 		} finally {
@@ -179,5 +186,9 @@ describe('PostgreSQL restarting or shutting down under the ledger (a throwaway c
 		expect(`${error.message} ${error.hint}`).not.toMatch(DRIVER_TEXT);
 		await pg.exited();
 		await pg.start();
+		// The prepared transaction outlived the shutdown: end it, and its lock.
+		const after = await pg.client();
+		await after.query(`ROLLBACK PREPARED 'hold-fast-1'`);
+		await after.end();
 	});
 });

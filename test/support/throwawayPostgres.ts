@@ -32,7 +32,7 @@ export async function throwawayPostgres(port: number) {
 	let postmaster: ChildProcess | undefined;
 	const start = () =>
 		new Promise<void>((resolve, reject) => {
-			const child = spawn(bin.postgres, ['-D', dir, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off'], { ...ids, stdio: ['ignore', 'ignore', 'pipe'] });
+			const child = spawn(bin.postgres, ['-D', dir, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_prepared_transactions=4'], { ...ids, stdio: ['ignore', 'ignore', 'pipe'] });
 			postmaster = child;
 			let log = '';
 			child.stderr!.on('data', (chunk: Buffer) => {
