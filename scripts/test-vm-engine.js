@@ -24,7 +24,7 @@ if (!node) throw new Error(`scripts/n8n-runtime.sh node printed no Node:\n${prin
 
 console.log(`\n[test:vm] the engine tests under n8n's vm expression engine, and the Built-in ledger's tests, on ${execFileSync(node, ['-v'], { encoding: 'utf8' }).trim()}`);
 const jest = path.join(path.dirname(require.resolve('jest/package.json', { paths: [root] })), 'bin', 'jest.js');
-const { status, signal } = spawnSync(node, ['--experimental-vm-modules', jest, '--maxWorkers=2', ...(process.argv.length > 2 ? process.argv.slice(2) : ['test/engine', '/sqlite\\.[^/]*\\.test\\.ts$'])], {
+const { status, signal } = spawnSync(node, ['--experimental-vm-modules', jest, '--maxWorkers=4', ...(process.argv.length > 2 ? process.argv.slice(2) : ['test/engine', '/sqlite\\.[^/]*\\.test\\.ts$'])], {
 	cwd: root,
 	env: { ...process.env, TEST_EXPRESSION_ENGINE: 'vm' },
 	stdio: 'inherit',
