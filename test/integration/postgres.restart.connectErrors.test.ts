@@ -57,10 +57,11 @@ describe('PostgreSQL restarting or shutting down under the ledger (a throwaway c
 	});
 
 	/**
-	 * A claim that waits on a table lock `admin` holds, so that it is in flight when the server goes. With `prepared`, the lock is left to a prepared
-	 * transaction of that name, which no server process holds: a shutdown, which signals every
-	 * server process, cannot free the lock before it reaches the claim's (on a loaded machine the
-	 * claim once took the lock freed by the admin's process, and committed, in between).
+	 * A claim that waits on a table lock `admin` holds, so that it is in flight when the server
+	 * goes. With `prepared`, the lock is left to a prepared transaction of that name, which no
+	 * server process holds: a shutdown, which signals every server process, cannot free the lock
+	 * before it reaches the claim's (on a loaded machine the claim once took the lock freed by the
+	 * admin's process, and committed, in between).
 	 */
 	async function claimInFlight(admin: Client, key: string, prepared?: string) {
 		await admin.query('BEGIN');
