@@ -20,7 +20,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-const { CI_PLAN, MATRIX, SMOKE, selectedVersions, smokeJestArgs, smokeNamePattern } = require('../test/e2e/support/matrix');
+const { CI_PLAN, MATRIX, SMOKE, selectedVersions, smokeJestArgs, smokeNamePattern, smokeTestNamePattern } = require('../test/e2e/support/matrix');
 
 const root = path.resolve(__dirname, '..');
 const jest = path.join(path.dirname(require.resolve('jest/package.json', { paths: [root] })), 'bin', 'jest.js');
@@ -59,7 +59,9 @@ function smokePartsMissed(report) {
 const rows = [];
 for (const { version, scope } of plan()) {
 	const node = nodeOf(version);
-	const env = { ...process.env, N8N_VERSION: version };
+	// E2E_TEST_NAME_PATTERN: the smoke's test name pattern, also for files that share one n8n run among
+	// their tests (batchedKeys), so that it runs only what the smoke's tests need.
+	const env = { ...process.env, N8N_VERSION: version, ...(scope === 'smoke' ? { E2E_TEST_NAME_PATTERN: smokeTestNamePattern() } : {}) };
 	console.log(`\n[test:e2e] n8n ${version} on Node ${node}: installing (cached after the first time)`);
 	let started = Date.now();
 	const install = spawnSync('bash', [path.join(root, 'scripts', 'n8n-runtime.sh')], { env, stdio: ['ignore', 'ignore', 'inherit'] });

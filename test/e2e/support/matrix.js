@@ -88,12 +88,12 @@ const escapeRegExp = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const smokeNamePattern = (entry) =>
 	`${escapeRegExp(entry.tests)}${entry.only ? `.* (${entry.only.map(escapeRegExp).join('|')})` : ''}`;
 
-/** Jest arguments that select the smoke: its files, and a name pattern that is any of its entries. */
+/** The smoke's test name pattern: any of its entries. */
+const smokeTestNamePattern = () => `^(${SMOKE.map(smokeNamePattern).join('|')})`;
+
+/** Jest arguments that select the smoke: its files, and its test name pattern. */
 function smokeJestArgs() {
-	return [
-		`--testPathPattern=test/e2e/(${SMOKE.map((s) => s.file).join('|')})\\.e2e\\.test\\.ts$`,
-		`--testNamePattern=^(${SMOKE.map(smokeNamePattern).join('|')})`,
-	];
+	return [`--testPathPattern=test/e2e/(${SMOKE.map((s) => s.file).join('|')})\\.e2e\\.test\\.ts$`, `--testNamePattern=${smokeTestNamePattern()}`];
 }
 
 /** The matrix, or the versions N8N_E2E_VERSIONS names (each must be in the matrix). */
@@ -107,4 +107,4 @@ function selectedVersions(env = process.env) {
 	return MATRIX.filter((m) => asked.includes(m.version));
 }
 
-module.exports = { MATRIX, NEWEST, SMOKE_VERSION, SMOKE, CI_PLAN, smokeJestArgs, smokeNamePattern, selectedVersions };
+module.exports = { MATRIX, NEWEST, SMOKE_VERSION, SMOKE, CI_PLAN, smokeJestArgs, smokeNamePattern, smokeTestNamePattern, selectedVersions };
