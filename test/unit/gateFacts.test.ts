@@ -1,3 +1,5 @@
+import type { IDataObject } from 'n8n-workflow';
+
 import { gateFactsOf, inProgressReason, LEDGER_DETAILS } from '../../lib/n8n/facts';
 import { factsKey } from '../../lib/n8n/lineage';
 import type { LedgerRecord } from '../../lib/ledger/types';
@@ -82,6 +84,41 @@ describe('a Dedupe Gate item\'s facts', () => {
 		expect(reasons).toEqual(cases.flatMap(([, , , says]) => [heldSays, says]));
 		const facts = gateFactsOf('in_progress', 'workflow:wf1', 'evt_1', '', held, { reason: reasons[0] });
 		expect(Object.keys(facts)).toEqual(['outcome', 'key', 'status', 'firstSeenAt', 'externalId', 'result', 'reason', LEDGER_DETAILS]);
+	});
+
+	test('items of one claim share one details object; a row that differs in any detail, or in namespace or step, gets its own', () => {
+		const details = (row: LedgerRecord, namespace = 'workflow:wf1', step = '') => gateFactsOf('new', namespace, row.key, step, row)[LEDGER_DETAILS] as IDataObject;
+		const first = details(record);
+		// Another key of the same claim: its record shares the claim's Dates and facts.
+		expect(details({ ...record, key: 'evt_2', fingerprint: 'f2' })).toBe(first);
+		const later = at('2026-11-22T09:14:04.480Z');
+		// Each case right after two keys of the shared row: the second shares the first's details.
+		const cases: Array<[LedgerRecord, string, string, object]> = [
+			[{ ...record, fence: 8 }, 'workflow:wf1', '', { fence: 8 }],
+			[{ ...record, attempts: 2 }, 'workflow:wf1', '', { attempts: 2 }],
+			[{ ...record, previousStatus: 'failed_retryable' }, 'workflow:wf1', '', { previousStatus: 'failed_retryable' }],
+			[{ ...record, updatedAt: later }, 'workflow:wf1', '', { updatedAt: later.toISOString() }],
+			[{ ...record, expiresAt: later }, 'workflow:wf1', '', { expiresAt: later.toISOString() }],
+			[{ ...record, leaseHolder: 'execution:7' }, 'workflow:wf1', '', { leaseHolder: 'execution:7' }],
+			[{ ...record, leaseExpiresAt: later }, 'workflow:wf1', '', { leaseExpiresAt: later.toISOString() }],
+			[{ ...record, version: '3' }, 'workflow:wf1', '', { version: '3' }],
+			[record, 'workflow:wf2', '', { namespace: 'workflow:wf2' }],
+			[record, 'workflow:wf1', 'invoice', { step: 'invoice' }],
+		];
+		for (const [row, namespace, step, differs] of cases) {
+			const shared = details(record);
+			expect(details({ ...record, key: 'evt_3' })).toBe(shared);
+			const own = details(row, namespace, step);
+			expect(own).not.toBe(shared);
+			expect(own).toEqual({ ...first, ...differs });
+		}
+		// The same instant in another Date is only a miss: equal details, their own object.
+		const sameInstant: LedgerRecord = { ...record, updatedAt: new Date(record.updatedAt.getTime()) };
+		const copy = details(sameInstant);
+		expect(copy).toEqual(first);
+		expect(copy).not.toBe(first);
+		// A fact not among the details (status, result) does not split them.
+		expect(details({ ...sameInstant, status: 'in_progress', result: null })).toBe(copy);
 	});
 
 	test('the nodes after the gate find the gate\'s claim in the nested details, and the flat facts of the other nodes as before', () => {
