@@ -6,7 +6,7 @@ import { LedgerInputError } from '../../lib/ledger/errors';
 import { assertKey, assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { atExecutionEnd, canActAtExecutionEnd } from '../../lib/n8n/executionEnd';
-import { gateFactsOf, inProgressReason, isProxiedJson, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
+import { gateFactsOf, inProgressReason, isProxiedJson, itemWithFacts, type GateNote, type Outcome } from '../../lib/n8n/facts';
 import {
 	fieldSource,
 	formatPath,
@@ -319,7 +319,10 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	}
 
 	const claimed = performance.now();
-	const doneWhen = DONE_WHEN[config.closer];
+	// One note object for every New item, and one per reason for In Progress items (the items of
+	// one holder's claim share their reason): not one per item.
+	const newNote = { doneWhen: DONE_WHEN[config.closer] };
+	let reasonNote = { reason: '' };
 	const timeZone = this.getTimezone();
 	const route = (r: number, outcome: Outcome, output: number, record: Parameters<typeof gateFactsOf>[4]) => {
 		const q = requests[r];
@@ -336,7 +339,13 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			}
 			output = config.onMismatch === 'route' ? MISMATCH : DUPLICATE;
 		}
-		const note = outcome === 'new' ? { doneWhen } : outcome === 'in_progress' ? { reason: inProgressReason(record, holder, timeZone) } : undefined;
+		let note: GateNote | undefined;
+		if (outcome === 'new') note = newNote;
+		else if (outcome === 'in_progress') {
+			const reason = inProgressReason(record, holder, timeZone);
+			if (reason !== reasonNote.reason) reasonNote = { reason };
+			note = reasonNote;
+		}
 		outputs[output].push(itemWithFacts(items[index], index, gateFactsOf(outcome, q.namespace, q.key, q.step, record, note)));
 	};
 
