@@ -10,6 +10,7 @@
 //    beside a primary-key SELECT / a GET;
 // 2b. the Built-in ledger (SQLite) beside the PostgreSQL gate of the same rounds (bench/builtin.js,
 //    on Node 24 in a child when this Node has no node:sqlite);
+// 2c. bytes allocated by the gate's execute() and the bare claim (bench/allocation.js, in a child);
 // 4. a cache hit through Prompt Cache Chat Model (p50, p99 over 2,000 model.invoke() calls),
 //    beside the model's own call to an OpenAI-compatible stand-in on loopback.
 const { Pool } = require('pg');
@@ -134,6 +135,9 @@ async function main() {
 	}
 
 	console.log(`\n${builtinRows().join('\n')}`);
+
+	// Bytes allocated by the gate and the bare claim: steadier than time (bench/allocation.js).
+	console.log(`\n${require('child_process').execFileSync(process.execPath, ['--expose-gc', '--max-semi-space-size=128', require('path').join(__dirname, 'allocation.js')], { env: { ...process.env, DATABASE_URL: url }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim()}`);
 
 	// Prompt Cache lookup latency.
 	const latency = ['', `Prompt Cache Lookup, ${LOOKUPS} one-item executions that hit (${100} distinct prompts; key receipts on, savings counted with prices set; counters written off the answer path, batched), latency per execution:`, '', '| scenario | p50 | p99 | p50 vs baseline | p99 vs baseline |', '|---|---|---|---|---|'];
