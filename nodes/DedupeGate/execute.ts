@@ -22,6 +22,7 @@ import { keepLeases, leasePlan } from '../../lib/n8n/leaseKeeper';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { recorderFollows } from '../../lib/n8n/lineage';
 import { openUnitsOf } from '../../lib/n8n/openUnits';
+import { OutputLists } from '../../lib/n8n/outputLists';
 import { namespaceReader, readDurationOption, type DurationSpec } from '../../lib/n8n/scope';
 import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
 import { UnsafeRedisError } from '../../lib/n8n/redisSafety';
@@ -228,33 +229,36 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	} catch (error) {
 		throw toNodeError(node, error);
 	}
-	const outputs: INodeExecutionData[][] = [[], [], []];
-	if (config.onMismatch === 'route') outputs.push([]);
+	const outputs = new OutputLists(config.onMismatch === 'route' ? 4 : 3, items.length);
 	// Items that cannot be keyed never reach New: with "continue", they leave on Duplicate
 	// (or the error output) carrying their error, so the gate still fails closed.
 	const failItem = (index: number, error: unknown) => {
 		const nodeError = toNodeError(node, error, index);
 		if (!continueOnFail) throw nodeError;
-		outputs[DUPLICATE].push(failedItem(node, items[index], index, nodeError));
+		outputs.add(DUPLICATE, failedItem(node, items[index], index, nodeError));
 	};
 
-	const requests: ClaimRequest[] = [];
-	const requestItem: number[] = [];
+	// Made at full size and cut to what they hold, as OutputLists: not grown item by item.
+	const requests = new Array<ClaimRequest>(items.length);
+	const requestItem = new Array<number>(items.length);
+	let requested = 0;
 	for (let i = 0; i < items.length; i++) {
 		try {
 			const item = items[i];
-			requests.push({
+			requests[requested] = {
 				namespace: config.namespace(i, item),
 				key: config.key(i, item),
 				step: config.step,
 				fingerprint: config.payload ? config.payload(item) : null,
 				version: config.version ? config.version(item) : null,
-			});
-			requestItem.push(i);
+			};
+			requestItem[requested++] = i;
 		} catch (error) {
 			failItem(i, error);
 		}
 	}
+	requests.length = requested;
+	requestItem.length = requested;
 	if (config.keyKind === 'engine' && items.length >= 1000) {
 		this.addExecutionHints({
 			message: `The key expression is evaluated by n8n for each of ${items.length} items, which is slow. Use "Key From: Field Name", a plain field such as {{ $json.id }} or {{ $('Webhook').item.json.id }}, or an expression that reads the item only through $json, $('Node').item and $itemIndex (no $input, arrow functions or template literals): those are read directly or evaluated for many items at once.`,
@@ -267,15 +271,15 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			location: 'outputPane',
 		});
 	}
-	if (requests.length === 0) return outputs;
+	if (requests.length === 0) return outputs.done();
 
 	if (config.skipLedger) {
 		this.addExecutionHints(skippedLedgerHint('every item went to New without a duplicate check'));
 		requestItem.forEach((index, r) => {
 			const q = requests[r];
-			outputs[NEW].push(itemWithFacts(items[index], index, gateFactsOf('unverified', q.namespace, q.key, q.step, null)));
+			outputs.add(NEW, itemWithFacts(items[index], index, gateFactsOf('unverified', q.namespace, q.key, q.step, null)));
 		});
-		return outputs;
+		return outputs.done();
 	}
 
 	let outcomes: ClaimOutcome[];
@@ -309,13 +313,13 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			});
 			requestItem.forEach((index, r) => {
 				const q = requests[r];
-				outputs[NEW].push(itemWithFacts(items[index], index, gateFactsOf('unverified', q.namespace, q.key, q.step, null)));
+				outputs.add(NEW, itemWithFacts(items[index], index, gateFactsOf('unverified', q.namespace, q.key, q.step, null)));
 			});
-			return outputs;
+			return outputs.done();
 		}
 		if (!continueOnFail) throw toNodeError(node, error);
 		for (const index of requestItem) failItem(index, error);
-		return outputs;
+		return outputs.done();
 	}
 
 	const claimed = performance.now();
@@ -346,7 +350,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			if (reason !== reasonNote.reason) reasonNote = { reason };
 			note = reasonNote;
 		}
-		outputs[output].push(itemWithFacts(items[index], index, gateFactsOf(outcome, q.namespace, q.key, q.step, record, note)));
+		outputs.add(output, itemWithFacts(items[index], index, gateFactsOf(outcome, q.namespace, q.key, q.step, record, note)));
 	};
 
 	for (let r = 0; r < outcomes.length; r++) {
@@ -382,7 +386,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 	this.logger.debug(
 		`Dedupe Gate "${node.name}": ${items.length} items in ${ms(started, done)} ms: keys and fingerprints ${ms(started, keyed)} ms, ledger open ${ms(keyed, opened)} ms, claim ${ms(opened, claimed)} ms, routing ${ms(claimed, done)} ms`,
 	);
-	return outputs;
+	return outputs.done();
 }
 
 /**
