@@ -11,7 +11,7 @@ import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
-import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { runWorkflow } from '../support/engine';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
@@ -23,9 +23,7 @@ let workflowCount = 0;
 
 afterAll(async () => {
 	await closeAllPostgresLedgers();
-	for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) {
-		await pool.query(`DROP TABLE IF EXISTS "public"."${table}${suffix}"`);
-	}
+	await dropLedgerTables(pool, table);
 	await pool.end();
 });
 

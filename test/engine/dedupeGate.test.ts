@@ -5,7 +5,7 @@ import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers, closeAllRedisLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
-import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { countingParameterReads, runWorkflow, settleShortcutChecks, type EngineRunResult } from '../support/engine';
 import { deletePrefix, describeIfRedis, newRedisClient, suiteRedisCredential, uniquePrefix } from '../support/redis';
 
@@ -16,9 +16,7 @@ const credentials = { idempotencyPostgresApi: settingsFromUrl(table) };
 
 afterAll(async () => {
 	await closeAllPostgresLedgers();
-	for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_migrations']) {
-		await pool.query(`DROP TABLE IF EXISTS "public"."${table}${suffix}"`);
-	}
+	await dropLedgerTables(pool, table);
 	await pool.end();
 });
 

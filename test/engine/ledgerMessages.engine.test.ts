@@ -6,7 +6,7 @@ import type { INode } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers, closeAllRedisLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
-import { settingsFromUrl, uniqueTable } from '../support/db';
+import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { runWorkflow } from '../support/engine';
 import { tcpServer } from '../support/tcpServer';
 import { LOADED_MACHINE_MARGIN_MS } from '../support/timing';
@@ -30,13 +30,19 @@ const run = (items: unknown[], credentials: object, extra: Partial<INode> = {}) 
 		{ credentials: credentials as never, nodeTypes: { [GATE_TYPE]: new DedupeGate() }, workflowId: 'wf-messages' },
 	);
 
+/** The ledger table of the PostgreSQL tests below, dropped at the end. */
+const nulTable = uniqueTable('msg');
+
 afterAll(async () => {
 	await closeAllPostgresLedgers();
 	await closeAllRedisLedgers();
+	const pool = newPool(1);
+	await dropLedgerTables(pool, nulTable);
+	await pool.end();
 });
 
 describe('a key with a NUL character (PostgreSQL)', () => {
-	const credentials = { idempotencyPostgresApi: settingsFromUrl(uniqueTable('msg')) };
+	const credentials = { idempotencyPostgresApi: settingsFromUrl(nulTable) };
 	const nulMessage = 'The key (field "id") contains a NUL character (an invisible "\\0"), which the ledger cannot store';
 
 	test('fails the node with what is wrong, where (the field, the item) and what to do; no driver text', async () => {
