@@ -7,6 +7,7 @@
 // the heap's growth over a call is what the call allocated.
 const { Pool } = require('pg');
 const { nodeContext, endExecution } = require('./context');
+const { ledgerCredentials, dropLedgerTables } = require('./util');
 
 const N = Number(process.env.BENCH_KEYS || 10_000);
 const RUNS = 6;
@@ -16,9 +17,8 @@ const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test
 async function main() {
 	const { postgresLedger, closeAllPostgresLedgers } = require('../dist/lib/ledger');
 	const { DedupeGate } = require('../dist/nodes/DedupeGate/DedupeGate.node');
-	const u = new URL(url);
 	const table = `bench_alloc_${Date.now().toString(36)}`;
-	const credentials = { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1), user: decodeURIComponent(u.username), password: decodeURIComponent(u.password), ssl: 'disable', schema: 'public', table, poolSize: 10 };
+	const credentials = ledgerCredentials(url, table);
 	const ledger = postgresLedger(credentials);
 	await ledger.ensureSchema();
 	const gate = new DedupeGate();
@@ -55,7 +55,7 @@ async function main() {
 	}
 	await closeAllPostgresLedgers();
 	const pool = new Pool({ connectionString: url });
-	for (const t of [table, `${table}_counters`, `${table}_checkpoints`, `${table}_audit`, `${table}_daily`, `${table}_migrations`]) await pool.query(`DROP TABLE IF EXISTS ${t}`);
+	await dropLedgerTables(pool, table);
 	await pool.end();
 	const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 	const mb = (xs) => `${(median(xs) / 1e6).toFixed(2)} MB (${Math.round(median(xs) / N)} B per item)`;

@@ -10,7 +10,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 
-const { roundRobin, time } = require('./util');
+const { roundRobin, time, ledgerCredentials, dropLedgerTables } = require('./util');
 const { deliveryAndRepeat } = require('./context');
 
 const N = Number(process.env.BENCH_KEYS || 10_000);
@@ -30,8 +30,7 @@ async function builtinSection() {
 	const raw = new DatabaseSync(path.join(home, 'raw.sqlite'));
 	raw.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE seen (namespace TEXT, key TEXT, step TEXT, PRIMARY KEY (namespace, key, step))');
 	const insert = raw.prepare('INSERT OR IGNORE INTO seen (namespace, key, step) VALUES (?, ?, ?)');
-	const u = new URL(url);
-	const pgCredentials = { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1), user: decodeURIComponent(u.username), password: decodeURIComponent(u.password), ssl: 'disable', schema: 'public', table: `bench_builtin_${suffix}`, poolSize: 10 };
+	const pgCredentials = ledgerCredentials(url, `bench_builtin_${suffix}`);
 	const pg = postgresLedger(pgCredentials);
 	await pg.ensureSchema();
 	const gate = new DedupeGate();
@@ -77,7 +76,7 @@ async function builtinSection() {
 	await pg.purgeExpired(0);
 	const { Pool } = require('pg');
 	const pool = new Pool({ connectionString: url, max: 1 });
-	for (const t of ['', '_counters', '_checkpoints', '_audit', '_daily', '_migrations']) await pool.query(`DROP TABLE IF EXISTS "bench_builtin_${suffix}${t}"`);
+	await dropLedgerTables(pool, `bench_builtin_${suffix}`);
 	await pool.end();
 	await closeAllPostgresLedgers();
 	fs.rmSync(home, { recursive: true, force: true });

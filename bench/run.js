@@ -21,7 +21,7 @@ const { parseClusterNodes } = require('../dist/lib/ledger/redis/connect');
 const { safeRedisFor } = require('./safeRedis');
 const { lookupLatency, latencyRows } = require('./promptCache');
 const { chatModelLatency } = require('./chatModelCache');
-const { roundRobin, time } = require('./util');
+const { roundRobin, time, ledgerCredentials, dropLedgerTables } = require('./util');
 const { PostgresLedger, postgresLedger, closeAllPostgresLedgers } = require('../dist/lib/ledger');
 const { DedupeGate } = require('../dist/nodes/DedupeGate/DedupeGate.node');
 
@@ -51,16 +51,11 @@ function printRedis(section, what) {
 	);
 }
 
-function credentialsFrom(connectionString) {
-	const u = new URL(connectionString);
-	return { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1), user: decodeURIComponent(u.username), password: decodeURIComponent(u.password), ssl: 'disable', schema: 'public', table, poolSize: 10 };
-}
-
 async function main() {
 	const pool = new Pool({ connectionString: url, max: 4 });
 	const baselineTable = `${table}_raw`;
 	await pool.query(`CREATE TABLE ${baselineTable} (namespace text, key text, step text, PRIMARY KEY (namespace, key, step))`);
-	const credentials = credentialsFrom(url);
+	const credentials = ledgerCredentials(url, table);
 	const gateLedger = postgresLedger(credentials);
 	await gateLedger.ensureSchema();
 	const ledger = new PostgresLedger({ pool, table });
@@ -192,9 +187,8 @@ async function main() {
 		].join('\n'),
 	);
 
-	for (const t of [baselineTable, table, `${table}_counters`, `${table}_checkpoints`, `${table}_audit`, `${table}_daily`, `${table}_migrations`]) {
-		await pool.query(`DROP TABLE IF EXISTS ${t}`);
-	}
+	await pool.query(`DROP TABLE IF EXISTS ${baselineTable}`);
+	await dropLedgerTables(pool, table);
 	await pool.end();
 	await closeAllPostgresLedgers();
 }

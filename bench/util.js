@@ -45,4 +45,15 @@ async function roundRobin(entries, runs, baseAt = 0) {
 	}));
 }
 
-module.exports = { median, percentile, time, roundRobin };
+/** The ledger credential of the PostgreSQL at `url` (a connection string), on ledger table `table`. */
+function ledgerCredentials(url, table) {
+	const u = new URL(url);
+	return { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1), user: decodeURIComponent(u.username), password: decodeURIComponent(u.password), ssl: 'disable', schema: 'public', table, poolSize: 10 };
+}
+
+/** Drops every table of the ledger on `table` (its fencing sequence goes with the ledger table). */
+async function dropLedgerTables(pool, table) {
+	for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_daily', '_migrations']) await pool.query(`DROP TABLE IF EXISTS "${table}${suffix}"`);
+}
+
+module.exports = { median, percentile, time, roundRobin, ledgerCredentials, dropLedgerTables };
