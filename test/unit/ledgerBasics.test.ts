@@ -49,6 +49,9 @@ describe('validation', () => {
 		expect(assertKey('k')).toBe('k');
 		expect(() => assertKey('')).toThrow(/empty/);
 		expect(() => assertKey('   ')).toThrow(/empty/);
+		expect(() => assertKey('\u3000\t')).toThrow(/empty/);
+		// Leading space alone is not blank, key after key (the check is one shared RegExp).
+		expect(['  k', ' k', '\u00a0k'].map((k) => assertKey(k))).toEqual(['  k', ' k', '\u00a0k']);
 		expect(() => assertKey(7)).toThrow(/must be text/);
 		expect(() => assertKey('x'.repeat(MAX_KEY_LENGTH + 1))).toThrow(/limit is 512/);
 	});
