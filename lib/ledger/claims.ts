@@ -23,7 +23,12 @@ export function resolveBatch(requests: ClaimRequest[]): {
 	// The sort is stable: the requests of one row are adjacent, the first one first.
 	let first: ClaimRequest | null = null;
 	let firstIndex = -1;
-	for (const i of sortByRowId(all, requests)) {
+	const sorted = sortByRowId(all, requests);
+	// Counted loops, not for...of: this loop runs once per claim, in code V8 has not fully
+	// optimised, where each step of an array iterator is a new object (40 bytes per request on
+	// Node 24; bench/allocation.js).
+	for (let s = 0; s < n; s++) {
+		const i = sorted[s];
 		const r = requests[i];
 		if (first !== null && r.key === first.key && r.namespace === first.namespace && r.step === first.step) {
 			outcomes[i] = { kind: 'batch_duplicate', firstIndex };
@@ -96,7 +101,7 @@ export function sortByRowId<R extends RowId>(indexes: number[], requests: R[]): 
 	if (keysDecide) {
 		// The keys read once into one array: the sort compares 130,000 pairs for 10,000 keys.
 		const key = new Array<string>(requests.length);
-		for (const i of indexes) key[i] = requests[i].key;
+		for (let s = 0; s < indexes.length; s++) key[indexes[s]] = requests[indexes[s]].key;
 		return [...indexes].sort((x, y) => cmp(key[x], key[y]));
 	}
 	return [...indexes].sort((x, y) => {

@@ -180,7 +180,8 @@ const leaseLeft = (row: StoredRow, now: number): number | null => (row.le === nu
 /** `indexes` grouped by their namespace, in first-seen order (a Cluster pipeline holds one namespace: one slot). */
 function byNamespace(indexes: number[], namespaceOf: (i: number) => string): Map<string, number[]> {
 	const groups = new Map<string, number[]>();
-	for (const i of indexes) {
+	for (let j = 0; j < indexes.length; j++) {
+		const i = indexes[j];
 		const ns = namespaceOf(i);
 		const group = groups.get(ns);
 		if (group) group.push(i);
@@ -383,8 +384,8 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			const k = namespaceKeys(this.prefix, namespace);
 			const keys = k.fixed.slice();
 			const args: Array<string | number> = [options.mode, holder, leaseMs, ttlMs, options.reclaimOwnLease ? '1' : '', indexes.length];
-			for (const i of indexes) {
-				const r = requests[i];
+			for (let j = 0; j < indexes.length; j++) {
+				const r = requests[indexes[j]];
 				keys.push(k.row(member(r.key, r.step)));
 				args.push(rowHead(r));
 			}
