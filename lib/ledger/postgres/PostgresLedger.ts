@@ -556,7 +556,7 @@ SELECT
 					'Run the workflow again; if it keeps happening, check for jobs that delete ledger rows.',
 				);
 			}
-			const input = claimInput(pending.map((i) => requests[i]));
+			const input = claimInput(pending, requests);
 			const [answer] = await this.query<ClaimAnswer>(this.sql.claim, [
 				...input.columns,
 				status,
@@ -572,7 +572,8 @@ SELECT
 			const blocked = new Array<BlockedGroup | undefined>(pending.length);
 			for (const packed of answer.blocked) {
 				const group = unpackGroup(packed);
-				for (const position of group.positions) blocked[position - 1] = group;
+				const positions = group.positions;
+				for (let j = 0; j < positions.length; j++) blocked[positions[j] - 1] = group;
 			}
 			const lost = new Set((answer.unresolved ?? []).map((ord) => ord - 1));
 			const renewed = new Map(answer.renewed.map((row) => [idKey(row[0] as string, row[1] as string, row[2] as string), row]));
@@ -1191,16 +1192,36 @@ ON CONFLICT (namespace, day) DO UPDATE SET
  * empty array, and one that is null throughout (fingerprint, version) as an empty array: for
  * 5,000 keys the server parses two arrays instead of five.
  */
-function claimInput(requests: ClaimRequest[]): { columns: string[]; namespace: string | null; step: string | null } {
-	const [ns, k, st, fp, ver] = columns(requests);
-	const one = (column: string[]) => column.every((v) => v === column[0]);
-	const uniformNs = one(ns);
-	const uniformSt = one(st);
-	const json = (column: Array<string | null>, empty: boolean) => (empty ? '[]' : JSON.stringify(column));
+function claimInput(indexes: number[], requests: ClaimRequest[]): { columns: string[]; namespace: string | null; step: string | null } {
+	// One scan decides which columns vary; only those are made into arrays (the keys always).
+	const n = indexes.length;
+	const first = requests[indexes[0]];
+	let uniformNs = true;
+	let uniformSt = true;
+	let anyFp = false;
+	let anyVer = false;
+	for (let j = 0; j < n; j++) {
+		const r = requests[indexes[j]];
+		if (r.namespace !== first.namespace) uniformNs = false;
+		if (r.step !== first.step) uniformSt = false;
+		if (r.fingerprint !== null) anyFp = true;
+		if (r.version !== undefined && r.version !== null) anyVer = true;
+	}
+	const column = (read: (r: ClaimRequest) => string | null) => {
+		const out = new Array<string | null>(n);
+		for (let j = 0; j < n; j++) out[j] = read(requests[indexes[j]]);
+		return JSON.stringify(out);
+	};
 	return {
-		columns: [json(ns, uniformNs), json(k, false), json(st, uniformSt), json(fp, fp.every((v) => v === null)), json(ver, ver.every((v) => v === null))],
-		namespace: uniformNs ? ns[0] : null,
-		step: uniformSt ? st[0] : null,
+		columns: [
+			uniformNs ? '[]' : column((r) => r.namespace),
+			column((r) => r.key),
+			uniformSt ? '[]' : column((r) => r.step),
+			anyFp ? column((r) => r.fingerprint) : '[]',
+			anyVer ? column((r) => r.version ?? null) : '[]',
+		],
+		namespace: uniformNs ? first.namespace : null,
+		step: uniformSt ? first.step : null,
 	};
 }
 
