@@ -1,7 +1,7 @@
 import { LedgerUnavailableError } from '../../lib/ledger/errors';
 import { closeAllPostgresLedgers, postgresLedger } from '../../lib/ledger/postgres/connect';
 import { testPostgresConnection } from '../../lib/n8n/postgresCredential';
-import { settingsFromUrl, uniqueTable } from '../support/db';
+import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { tcpServer } from '../support/tcpServer';
 import { LOADED_MACHINE_MARGIN_MS } from '../support/timing';
 
@@ -11,7 +11,11 @@ afterEach(() => closeAllPostgresLedgers());
 
 /** Whether the suite's PostgreSQL asks for a password (it then answers 28P01 for a missing user too). */
 async function passwordAuth(): Promise<boolean> {
-	const out = await testPostgresConnection({ ...settingsFromUrl(uniqueTable()), password: 'surely-not-the-password-x' });
+	const table = uniqueTable();
+	const out = await testPostgresConnection({ ...settingsFromUrl(table), password: 'surely-not-the-password-x' });
+	// Under trust authentication the test connected and made the ledger: drop it.
+	const pool = newPool(1);
+	await dropLedgerTables(pool, table).finally(() => pool.end());
 	return out.status === 'Error';
 }
 
