@@ -50,8 +50,10 @@ describe('validation', () => {
 		expect(() => assertKey('')).toThrow(/empty/);
 		expect(() => assertKey('   ')).toThrow(/empty/);
 		expect(() => assertKey('\u3000\t')).toThrow(/empty/);
-		// Leading space alone is not blank, key after key (the check is one shared RegExp).
+		// Leading space alone is not blank, and a blank key right after one is still caught: the
+		// check is one shared RegExp, which must keep no state between keys.
 		expect(['  k', ' k', '\u00a0k'].map((k) => assertKey(k))).toEqual(['  k', ' k', '\u00a0k']);
+		expect(() => assertKey('  ')).toThrow(/empty/);
 		expect(() => assertKey(7)).toThrow(/must be text/);
 		expect(() => assertKey('x'.repeat(MAX_KEY_LENGTH + 1))).toThrow(/limit is 512/);
 	});
