@@ -53,7 +53,8 @@ function ledgerCredentials(url, table) {
 
 /** Drops every table of the ledger on `table` (its fencing sequence goes with the ledger table). */
 async function dropLedgerTables(pool, table) {
-	for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_daily', '_migrations']) await pool.query(`DROP TABLE IF EXISTS "${table}${suffix}"`);
+	const { LEDGER_TABLE_SUFFIXES } = require('../dist/lib/ledger/postgres/schema');
+	for (const suffix of LEDGER_TABLE_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS "${table}${suffix}"`);
 }
 
 module.exports = { median, percentile, time, roundRobin, ledgerCredentials, dropLedgerTables };

@@ -14,7 +14,7 @@ import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { forgetExecutionEndCheck } from '../../lib/n8n/executionEnd';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
-import { newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { chain, node, runWorkflow } from '../support/engine';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
@@ -25,9 +25,7 @@ const credentials = { idempotencyPostgresApi: settingsFromUrl(table) };
 
 afterAll(async () => {
 	await closeAllPostgresLedgers();
-	for (const suffix of ['', '_counters', '_checkpoints', '_audit', '_daily', '_migrations']) {
-		await pool.query(`DROP TABLE IF EXISTS "public"."${table}${suffix}"`);
-	}
+	await dropLedgerTables(pool, table);
 	await pool.end();
 });
 

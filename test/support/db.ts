@@ -2,6 +2,7 @@ import { randomBytes } from 'crypto';
 import { Pool } from 'pg';
 
 import { PostgresLedger } from '../../lib/ledger';
+import { LEDGER_TABLE_SUFFIXES } from '../../lib/ledger/postgres/schema';
 
 export const databaseUrl = () => {
 	const url = process.env.DATABASE_URL;
@@ -31,12 +32,9 @@ export function newPool(max = 10) {
 	return new Pool({ connectionString: databaseUrl(), max });
 }
 
-/** The tables of one ledger: the ledger itself, then its helpers, named after it. */
-export const LEDGER_SUFFIXES = ['', '_counters', '_checkpoints', '_audit', '_daily', '_migrations'];
-
 /** Drops every table of a ledger (its fencing sequence goes with the ledger table). */
 export async function dropLedgerTables(pool: Pool, table: string, schema = 'public'): Promise<void> {
-	for (const suffix of LEDGER_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS "${schema}"."${table}${suffix}"`);
+	for (const suffix of LEDGER_TABLE_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS "${schema}"."${table}${suffix}"`);
 }
 
 /** A ledger on its own fresh table, and a cleanup that drops it. */

@@ -23,6 +23,12 @@ export interface TableNames {
 }
 
 /**
+ * Every table of one ledger, by what it adds to the ledger's table name (as tableNames names them),
+ * the ledger's own first. Its fencing sequence is owned by the ledger table and goes with it.
+ */
+export const LEDGER_TABLE_SUFFIXES = ['', '_counters', '_checkpoints', '_audit', '_daily', '_migrations'] as const;
+
+/**
  * Far enough ahead to mean "until someone acts": the expiry of a row that may have been sent
  * (phase `sending`). Retention never throws that knowledge away.
  */

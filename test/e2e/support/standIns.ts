@@ -22,7 +22,7 @@ import { Client } from 'pg';
 
 import { spawn } from 'child_process';
 
-import { LEDGER_SUFFIXES } from '../../support/db';
+import { LEDGER_TABLE_SUFFIXES } from '../../../lib/ledger/postgres/schema';
 import { readBody } from '../../support/destinations';
 import { freePort, repoRoot, type N8nInstance, type WorkflowJson } from './n8n';
 
@@ -286,7 +286,7 @@ export class LedgerTables {
 	/** Rows per ledger table (0 for a table that does not exist yet). */
 	async counts(): Promise<Record<string, number>> {
 		const out: Record<string, number> = {};
-		for (const suffix of LEDGER_SUFFIXES.filter((s) => s !== '_migrations')) {
+		for (const suffix of LEDGER_TABLE_SUFFIXES.filter((s) => s !== '_migrations')) {
 			const name = `${this.table}${suffix}`;
 			out[name] = (await this.exists(suffix)) ? Number((await this.query(`SELECT count(*)::int AS n FROM public."${name}"`))[0].n) : 0;
 		}
@@ -307,7 +307,7 @@ export class LedgerTables {
 	/** Drops every table of this ledger and closes the connection. */
 	async drop(): Promise<void> {
 		try {
-			for (const suffix of LEDGER_SUFFIXES) await this.query(`DROP TABLE IF EXISTS public."${this.table}${suffix}"`);
+			for (const suffix of LEDGER_TABLE_SUFFIXES) await this.query(`DROP TABLE IF EXISTS public."${this.table}${suffix}"`);
 		} finally {
 			await this.client?.end().catch(() => undefined);
 			this.client = undefined;
