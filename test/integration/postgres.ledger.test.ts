@@ -85,13 +85,28 @@ describe('PostgreSQL ledger: a takeover committed while a write for the old clai
 });
 
 describe('PostgreSQL ledger: rows committed while a claim waits', () => {
-	test('are answered from a fresh read, and the other rows of the batch are still claimed', async () => {
+	// Under 100 keys a statement re-checks every row under its lock and reads the late rows afresh;
+	// from 100 keys, one whose snapshot shows none of its rows inserts them plainly, fails whole on
+	// the late rows' unique violation, and runs again (see PostgresLedger.claimSql).
+	test.each([
+		['3 keys', 3, []],
+		['150 keys', 150, ['23505']],
+	])('a batch of %s: are answered as they are, and the other rows of the batch are still claimed', async (_, size, failures) => {
 		const pool = newPool(3);
 		const table = uniqueTable('late');
 		const ledger = new PostgresLedger({ pool, table });
 		const other = await pool.connect();
+		// The error codes of the ledger's statements, before the ledger sees them.
+		const met: string[] = [];
+		const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
+		(pool as unknown as { query: (...args: unknown[]) => Promise<unknown> }).query = (...args) =>
+			query(...args).catch((error: { code?: string }) => {
+				met.push(String(error.code));
+				throw error;
+			});
 		try {
 			await ledger.ensureSchema();
+			met.length = 0;
 			// Another run inserts two rows and has not committed yet: the claim's snapshot cannot see
 			// them, and its insert waits on their locks.
 			await other.query('BEGIN');
@@ -100,8 +115,9 @@ describe('PostgreSQL ledger: rows committed while a claim waits', () => {
 				 ('late', 'done', '', 'completed', NULL, NULL, 'fp-done', now() + interval '1 day'),
 				 ('late', 'held', '', 'in_progress', 'other-run', now() + interval '1 hour', 'fp-held', now() + interval '1 day')`,
 			);
+			const freshKeys = Array.from({ length: size - 2 }, (_, i) => `fresh${i}`);
 			const claiming = ledger.claim(
-				['done', 'held', 'fresh'].map((key) => ({ namespace: 'late', key, step: '', fingerprint: `fp-${key}` })),
+				['done', 'held', ...freshKeys].map((key) => ({ namespace: 'late', key, step: '', fingerprint: `fp-${key}` })),
 				{ mode: 'lease', holder: 'this-run', leaseMs: 60_000, ttlMs: 86_400_000 },
 			);
 			const waiting = async () =>
@@ -110,16 +126,25 @@ describe('PostgreSQL ledger: rows committed while a claim waits', () => {
 			expect(await waiting()).toBe(1);
 			await other.query('COMMIT');
 
-			const [done, held, fresh] = await claiming;
+			const [done, held, ...fresh] = await claiming;
 			expect(done).toMatchObject({ kind: 'duplicate', record: { status: 'completed', fingerprint: 'fp-done' } });
 			expect(held).toMatchObject({ kind: 'in_progress', record: { status: 'in_progress', leaseHolder: 'other-run' } });
-			expect(fresh).toMatchObject({ kind: 'claimed', previousStatus: null, record: { status: 'in_progress', leaseHolder: 'this-run', attempts: 1 } });
+			expect(fresh).toHaveLength(size - 2);
+			for (const outcome of fresh) {
+				expect(outcome).toMatchObject({ kind: 'claimed', previousStatus: null, record: { status: 'in_progress', leaseHolder: 'this-run', attempts: 1 } });
+			}
+			expect(met).toEqual(failures);
 			const rows = (await pool.query(`SELECT key, lease_holder FROM "${table}" ORDER BY key`)).rows;
-			expect(rows).toEqual([
-				{ key: 'done', lease_holder: null },
-				{ key: 'fresh', lease_holder: 'this-run' },
-				{ key: 'held', lease_holder: 'other-run' },
-			]);
+			expect(rows).toEqual(
+				[
+					{ key: 'done', lease_holder: null },
+					...freshKeys.map((key) => ({ key, lease_holder: 'this-run' })),
+					{ key: 'held', lease_holder: 'other-run' },
+				].sort((a, b) => (a.key < b.key ? -1 : 1)),
+			);
+			// The two late rows are counted as blocked once, whichever way the claim went.
+			const counted = (await pool.query(`SELECT duplicates_blocked::int AS n FROM "${table}_counters" WHERE namespace = 'late'`)).rows;
+			expect(counted).toEqual([{ n: 2 }]);
 		} finally {
 			await other.query('ROLLBACK');
 			other.release();

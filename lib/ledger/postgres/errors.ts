@@ -8,6 +8,9 @@ export const isRetryableConflict = (error: unknown) => {
 	return code === '40P01' || code === '40001';
 };
 
+/** A unique violation (23505): the statement was rolled back whole. */
+export const isUniqueViolation = (error: unknown) => (error as { code?: string })?.code === '23505';
+
 /** The time limits of a pool (see connect.ts), so that a timeout can say how long was waited. */
 export interface Timeouts {
 	connectMs?: number;
