@@ -9,6 +9,7 @@ import {
 	describeIfRedis,
 	freshRedisClusterLedger,
 	freshRedisLedger,
+	monitorRedis,
 	newRedisClient,
 	redisClusterReachable,
 	redisUrl,
@@ -231,9 +232,8 @@ describeIfRedis('Redis ledger specifics')('Redis ledger specifics', () => {
 		await add();
 		await fx.ledger.readCounts('mon-b', 7);
 		const seen: string[][] = [];
-		const monitor = await fx.client.monitor();
 		// Commands a client sent; the scripts' own commands are reported with the source "lua".
-		monitor.on('monitor', (_time: string, args: string[], source: string) => {
+		const monitor = await monitorRedis((args, source) => {
 			if (source !== 'lua' && args.some((a) => a.includes(fx.prefix))) seen.push(args);
 		});
 		try {
@@ -249,7 +249,7 @@ describeIfRedis('Redis ledger specifics')('Redis ledger specifics', () => {
 			expect(seen.map((a) => (/^eval(sha)?$/i.test(a[0]) ? 'script' : a[0].toLowerCase()))).toEqual(['script', 'script', 'echo']);
 			expect(seen[0].slice(3, 3 + Number(seen[0][2]))).toEqual(names.map((ns) => namespaceKeys(fx.prefix, ns).days));
 		} finally {
-			monitor.disconnect();
+			monitor.stop();
 		}
 		expect((await fx.ledger.readCounts('mon-c', 1))[0].counts).toEqual({ hits: 6 });
 	});

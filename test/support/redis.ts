@@ -1,5 +1,7 @@
 import { spawnSync } from 'child_process';
 import { randomBytes } from 'crypto';
+import { once } from 'events';
+import { connect } from 'net';
 import { Cluster, Redis } from 'ioredis';
 
 import { RedisLedger } from '../../lib/ledger/redis';
@@ -90,6 +92,65 @@ export function newRedisClient(): Redis {
 	const client = new Redis(redisUrl(), { lazyConnect: true, maxRetriesPerRequest: 1 });
 	client.on('error', () => undefined);
 	return client;
+}
+
+/**
+ * MONITOR on a plain socket to the suite's Redis: `seen` gets each command the server runs, as its
+ * arguments and its source (`lua` for a script's own commands, else the client's address).
+ * ioredis's monitor() switches its connection to monitor mode one tick after MONITOR's `+OK`, so
+ * another client's command that arrives in the same packet fails it with "Command queue state
+ * error" (ioredis issue #1981; seen in a CI run of this suite beside the other test files).
+ */
+export async function monitorRedis(seen: (args: string[], source: string) => void): Promise<{ stop: () => void }> {
+	const url = new URL(redisUrl());
+	const socket = connect(Number(url.port || 6379), url.hostname);
+	await once(socket, 'connect');
+	socket.setEncoding('utf8');
+	const password = decodeURIComponent(url.password);
+	const user = decodeURIComponent(url.username);
+	const command = (...args: string[]) => `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+	socket.write((password ? command('AUTH', ...(user ? [user, password] : [password])) : '') + command('MONITOR'));
+	let oks = password ? 2 : 1;
+	let pending = '';
+	let started: () => void;
+	let failed: (error: Error) => void;
+	const ready = new Promise<void>((resolve, reject) => ((started = resolve), (failed = reject)));
+	socket.on('data', (chunk: string) => {
+		pending += chunk;
+		let end: number;
+		while ((end = pending.indexOf('\r\n')) >= 0) {
+			const line = pending.slice(0, end);
+			pending = pending.slice(end + 2);
+			if (line.startsWith('-')) failed(new Error(`Redis refused MONITOR: ${line.slice(1)}`));
+			else if (oks > 0 && line === '+OK') {
+				if (--oks === 0) started();
+			} else {
+				// +<time> [<db> <source>] "arg" "arg" ...: each argument quoted, escaped as Redis's sdscatrepr does.
+				const head = /^\+[\d.]+ \[\d+ ([^\]]+)\] /.exec(line);
+				if (head) seen(monitorArgs(line.slice(head[0].length)), head[1]);
+			}
+		}
+	});
+	await ready;
+	return { stop: () => socket.destroy() };
+}
+
+function monitorArgs(text: string): string[] {
+	const args: string[] = [];
+	const escapes: Record<string, string> = { n: '\n', r: '\r', t: '\t', a: '\x07', b: '\b', '"': '"', '\\': '\\' };
+	for (let i = 0; i < text.length; i++) {
+		if (text[i] !== '"') continue;
+		let arg = '';
+		for (i++; i < text.length && text[i] !== '"'; i++) {
+			if (text[i] !== '\\') arg += text[i];
+			else if (text[i + 1] === 'x') {
+				arg += String.fromCharCode(parseInt(text.slice(i + 2, i + 4), 16));
+				i += 3;
+			} else arg += escapes[text[++i]] ?? text[i];
+		}
+		args.push(arg);
+	}
+	return args;
 }
 
 /** Deletes every key of a ledger prefix (its namespaces' keys and its own). */
