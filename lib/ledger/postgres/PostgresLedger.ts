@@ -478,6 +478,9 @@ existing AS MATERIALIZED (
 	SELECT e.*, i.ord AS in_ord, i.fingerprint AS in_fingerprint, ${claimable('e', 'i')} AS claimable
 	FROM input i JOIN ${t.ledger} e ON e.namespace = i.ns AND e.key = i.k AND e.step = i.st
 ),
+-- The input rows, and those the snapshot shows held (live and not claimable): when they are all
+-- held, as in a batch of duplicates, nothing is offered to the INSERT at all.
+tally AS (SELECT (SELECT count(*) FROM input) AS inputs, (SELECT count(*) FROM existing x WHERE NOT x.claimable) AS held),
 plain AS (SELECT $14::boolean AND NOT EXISTS (SELECT 1 FROM existing) AS yes),
 fresh AS (
 	INSERT INTO ${t.ledger} AS l (${insertColumns})
@@ -489,7 +492,7 @@ fresh AS (
 upserted AS (
 	INSERT INTO ${t.ledger} AS l (${insertColumns})
 	SELECT ${insertValues} FROM input i
-	WHERE NOT (SELECT yes FROM plain) AND NOT EXISTS (
+	WHERE NOT (SELECT yes FROM plain) AND (SELECT held < inputs FROM tally) AND NOT EXISTS (
 		SELECT 1 FROM existing x WHERE x.namespace = i.ns AND x.key = i.k AND x.step = i.st AND NOT x.claimable
 	)
 	ORDER BY i.ord
@@ -538,7 +541,7 @@ SELECT
 		c.external_id, c.result, ${epochMs('c.first_seen_at')}, ${epochMs('c.updated_at')}, c.previous_phase, ${epochMs('c.expires_at')}, c.phase)), '[]')
 		FROM claimed c WHERE c.attempts > 1) AS renewed,
 	${blockedGroups('existing')} AS blocked,
-	CASE WHEN (SELECT count(*) FROM claimed) + (SELECT count(*) FROM existing x WHERE NOT x.claimable) < (SELECT count(*) FROM input)
+	CASE WHEN (SELECT count(*) FROM claimed) + (SELECT held FROM tally) < (SELECT inputs FROM tally)
 		THEN (SELECT json_agg(i.ord) FROM input i
 			WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.namespace = i.ns AND c.key = i.k AND c.step = i.st)
 				AND NOT EXISTS (SELECT 1 FROM existing x WHERE x.in_ord = i.ord AND NOT x.claimable))
