@@ -28,15 +28,19 @@ interface ChildResult {
  *
  * 6 OS processes, each with its own pool and n8n engine, run the same new prompt at one instant
  * against the real PostgreSQL. The stand-in LLM server answers the run that holds the reservation
- * at once, and the others only once that answer is stored in the ledger, so every repeat's Store
- * comes after it whatever the machine's load. It answers half of them with the same text as the
- * stored answer and half with another, so both counts are checked.
+ * once a repeat has asked it too (a repeat asks the model only after its Lookup found the prompt
+ * reserved), and the others only once that answer is stored in the ledger, so the race is real and
+ * every repeat's Store comes after the holder's whatever the machine's load: under a loaded CI, a
+ * holder answered at once stored before any repeat looked up. It answers half of the repeats with
+ * the same text as the stored answer and half with another, so both counts are checked.
  */
 describe('Prompt Cache shadow mode: concurrent repeats are compared with the answer stored first', () => {
 	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
 	let server: http.Server;
 	let url: string;
 	const served: Array<{ computing: boolean; same: boolean }> = [];
+	let repeatAsked: () => void;
+	const aRepeatAsked = new Promise<void>((resolve) => (repeatAsked = resolve));
 
 	const stored = async (hash: string) =>
 		(await fx.pool.query(`SELECT 1 FROM "${fx.table}" WHERE key = $1 AND status = 'completed'`, [hash])).rowCount === 1;
@@ -48,7 +52,10 @@ describe('Prompt Cache shadow mode: concurrent repeats are compared with the ans
 			req.on('data', (chunk) => (body += chunk));
 			req.on('end', async () => {
 				const { prompt, computing, promptHash } = JSON.parse(body) as { prompt: string; computing: boolean; promptHash: string };
-				// The holder first; every other run once the holder's answer is in the ledger.
+				// The holder once a repeat has asked too (or after 20 s, and the test fails); every
+				// other run once the holder's answer is in the ledger.
+				if (computing) await Promise.race([aRepeatAsked, new Promise((r) => setTimeout(r, 20_000))]);
+				else repeatAsked();
 				for (let waited = 0; !computing && !(await stored(promptHash)) && waited < 20_000; waited += 50) await new Promise((r) => setTimeout(r, 50));
 				const same = computing || served.filter((s) => !s.computing).length % 2 === 0;
 				served.push({ computing, same });
