@@ -572,11 +572,13 @@ SELECT
 		const holder = options.mode === 'lease' ? options.holder : null;
 		const ttlMs = effectiveTtlMs(options);
 		let pending = indexes;
-		// A plain INSERT of a chunk the snapshot shows none of (see claimSql), until a concurrent
-		// claim's row makes it fail; only for big chunks, where it saves milliseconds, so that a
-		// storm of one-item executions never meets that failure.
-		let plain = pending.length >= PLAIN_INSERT_MIN_KEYS;
+		// Set once a plain INSERT lost a race (see claimSql): every later attempt re-checks each row.
+		let raced = false;
 		for (let attempt = 0; pending.length > 0; attempt++) {
+			// A plain INSERT of a chunk the snapshot shows none of, until a concurrent claim's row makes
+			// it fail; only for big chunks, where it saves milliseconds, so that a storm of one-item
+			// executions never meets that failure.
+			const plain = !raced && pending.length >= PLAIN_INSERT_MIN_KEYS;
 			if (attempt >= 5) {
 				throw new LedgerError(
 					'The ledger kept changing under a claim and no answer could be settled',
@@ -602,7 +604,7 @@ SELECT
 				// Rolled back whole: nothing was claimed or counted. The row that failed it is
 				// committed, and the statement runs again on the path that re-checks every row.
 				if (!plain || !isUniqueViolation(error)) throw error;
-				plain = false;
+				raced = true;
 				continue;
 			}
 			// Blocked groups and unresolved positions name 1-based positions in `pending`.
