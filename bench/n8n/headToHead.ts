@@ -16,7 +16,7 @@
  *
  * The package is installed the user's way (npm pack into <user folder>/.n8n/nodes) by the e2e
  * harness, test/e2e/support/n8n.ts. BENCH_ITEMS changes the 10,000; BENCH_ROUNDS the 3 throughput rounds; BENCH_PARTS picks parts;
- * BENCH_ROWS picks throughput rows.
+ * BENCH_ROWS picks throughput rows; BENCH_BREAKDOWN_LEDGER=redis puts the breakdown's gate on the Redis ledger.
  */
 import { execFileSync } from 'child_process';
 import { createHash, randomUUID } from 'crypto';
@@ -44,6 +44,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const parts = new Set((process.env.BENCH_PARTS ?? 'throughput,concurrency,roundtrips,breakdown').split(',').map((p) => p.trim()));
 /** BENCH_ROWS=rd,field,… picks throughput rows by id (all by default); Remove Duplicates (`rd`) always runs, as the baseline. */
 const ROWS = process.env.BENCH_ROWS ? new Set(['rd', ...process.env.BENCH_ROWS.split(',').map((r) => r.trim())]) : null;
+/** BENCH_BREAKDOWN_LEDGER=redis: the breakdown's gate on the Redis ledger (the `redis` row's) instead of PostgreSQL. */
+const BREAKDOWN_ON_REDIS = process.env.BENCH_BREAKDOWN_LEDGER === 'redis';
 /**
  * BENCH_QUIESCE=0 skips the CHECKPOINT and VACUUM before each timed run (see quiesce): users do
  * not vacuum before each execution, so the report gives the figures both ways.
@@ -324,7 +326,7 @@ async function breakdown(n8n: N8nInstance, credentialId: string) {
 	const rows: Array<{ label: string; runs: number[][] }> = [];
 	const cold = { first: [] as number[][], dup: [] as number[][] };
 	for (let round = 1; round <= ROUNDS; round++) {
-		const { id } = await n8n.createWorkflow(manualWorkflow(`breakdown #${round}`, dedupeGate(`h2h-breakdown-${round}`, { keySource: 'field', keyField: 'id' }, credentialId)));
+		const { id } = await n8n.createWorkflow(manualWorkflow(`breakdown #${round}`, dedupeGate(`h2h-breakdown-${round}`, { keySource: 'field', keyField: 'id' }, credentialId, 'seen', BREAKDOWN_ON_REDIS ? 'redis' : 'postgres')));
 		for (const times of [cold.first, cold.dup]) {
 			await quiesce();
 			// At debug level n8n prints the run as a log line, not raw JSON: only the exit code counts here.
@@ -336,7 +338,7 @@ async function breakdown(n8n: N8nInstance, credentialId: string) {
 	rows.push({ label: 'fresh `n8n execute`, first sight', runs: cold.first }, { label: 'fresh `n8n execute`, all duplicates', runs: cold.dup });
 	const warm = { first: [] as number[][], dup: [] as number[][] };
 	const path = `h2h-breakdown-${Date.now().toString(36)}`;
-	await n8n.deploy(webhookWorkflow('breakdown, warm', path, dedupeGate(`h2h-breakdown-warm-${Date.now().toString(36)}`, { keySource: 'field', keyField: 'id' }, credentialId)));
+	await n8n.deploy(webhookWorkflow('breakdown, warm', path, dedupeGate(`h2h-breakdown-warm-${Date.now().toString(36)}`, { keySource: 'field', keyField: 'id' }, credentialId, 'seen', BREAKDOWN_ON_REDIS ? 'redis' : 'postgres')));
 	// One execution first, so that the timed ones find the package loaded and the pool open.
 	await n8n.post(path, { ids: ['warm-up'] });
 	for (let round = 1; round <= ROUNDS; round++) {
@@ -349,7 +351,7 @@ async function breakdown(n8n: N8nInstance, credentialId: string) {
 		}
 	}
 	rows.push({ label: 'warm webhook process, first sight', runs: warm.first }, { label: 'warm webhook process, all duplicates', runs: warm.dup });
-	console.log(`\n### Where the gate's time goes: Field Name \`id\`, ${fmt(ITEMS)} items, the gate's debug log, median of ${ROUNDS} rounds (ms)\n`);
+	console.log(`\n### Where the gate's time goes: Field Name \`id\`${BREAKDOWN_ON_REDIS ? ' on the Redis ledger' : ''}, ${fmt(ITEMS)} items, the gate's debug log, median of ${ROUNDS} rounds (ms)\n`);
 	console.log(`| run | ${PHASES.join(' | ')} | \`n8n execute\` process, start to exit |`);
 	console.log(`|---|${PHASES.map(() => '---:|').join('')}---:|`);
 	for (const { label, runs } of rows) {
@@ -465,7 +467,7 @@ async function main() {
 		if (parts.has('throughput')) await throughput(n8n, credential.id, redisCredential.id, builtinCredential.id);
 		if (parts.has('concurrency')) await concurrency(n8n, credential.id);
 		if (parts.has('roundtrips')) await roundTrips(n8n);
-		if (parts.has('breakdown')) await breakdown(n8n, credential.id);
+		if (parts.has('breakdown')) await breakdown(n8n, BREAKDOWN_ON_REDIS ? redisCredential.id : credential.id);
 		if (parts.has('profile')) await profile(n8n, credential.id);
 	} finally {
 		await n8n.stop();
