@@ -5,14 +5,19 @@
 // read of the existing rows (MGET), both. Nothing but the claim script is measured; the variants are
 // not correct claims, only floors. Alternating rounds, one fresh namespace each; wall time at the
 // client, and the server's own time from INFO commandstats (the EVAL or the SETs, without reading
-// the request). Run: `node bench/redisScriptFloor.js` (after `npm run build`), on Node 20 or 24.
+// the request). Then the same variants in place of the ledger's claim script, measured as
+// `npm run bench` measures the claim (bench/redis.js: first sight only, since a variant without
+// its MGET does not see duplicates). Run: `node bench/redisScriptFloor.js` (after
+// `npm run build`), on Node 20 or 24.
 const { Redis } = require('ioredis');
 const { SCRIPTS } = require('../dist/lib/ledger/redis/scripts');
 const { namespaceKeys, member } = require('../dist/lib/ledger/redis/keys');
+const { redisSection } = require('./redis');
 const { median } = require('./util');
 
 const N = Number(process.env.BENCH_KEYS || 10_000);
 const ROUNDS = Number(process.env.BENCH_RUNS || 11);
+const RUNS_IN_BENCH = 7;
 const url = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 
 /** The script with `pattern` replaced; fails if the script no longer has what it takes out. */
@@ -75,6 +80,19 @@ async function serverMs(redis, command) {
 		const ratio = median(xs.map(([ms], r) => base[r][0] / ms));
 		console.log(`| ${name} | ${median(xs.map((x) => x[0])).toFixed(1)} ms | ${median(xs.map((x) => x[1])).toFixed(1)} ms | ${ratio.toFixed(2)} |`);
 	}
+	// The variants in place of the ledger's claim script (each RedisLedger defines its scripts on
+	// its own new client), as `npm run bench` times them.
+	console.log(`\nThe same variants as the ledger's claim script, in \`npm run bench\`'s Redis part (${RUNS_IN_BENCH} runs), first sight, ratio to pipelined SET NX:\n`);
+	console.log('| claim script | mark seen | lease |');
+	console.log('|---|---|---|');
+	for (const [name, script] of Object.entries(scripts)) {
+		if (script === null) continue;
+		SCRIPTS.idemLedgerClaim = script;
+		const { rows } = await redisSection({ N, RUNS: RUNS_IN_BENCH, url });
+		const ratio = (mode) => rows.find((r) => r.name.includes(mode)).firstRatio.toFixed(2);
+		console.log(`| ${name.replace('claim script, ', '')} | ${ratio('mark seen')} | ${ratio('lease')} |`);
+	}
+	SCRIPTS.idemLedgerClaim = claim;
 	for (const pattern of [`${prefix}:*`, `{${prefix}:*`]) {
 		let cursor = '0';
 		do {
