@@ -55,7 +55,7 @@ describeIfRedis('Redis layout 1 rows')('Redis: rows written in layout 1 keep wor
 		const ledger = new RedisLedger({ client, prefix });
 		await ledger.ensureSchema();
 		expect(await client.get(versionKey(prefix))).toBe(String(LAYOUT_VERSION));
-		expect(LAYOUT_VERSION).toBe(2);
+		expect(LAYOUT_VERSION).toBe(3);
 	});
 
 	test('get finds every step of a layout 1 key, once each, also after a step is rewritten in layout 2', async () => {

@@ -41,8 +41,14 @@ describeIfRedis('Redis multi-process race')('Redis claims under a multi-process 
 				expect([...wins.values()].every((n) => n === 1)).toBe(true);
 				console.log(`redis ${mode} round ${round}: wins per process ${results.map((r) => r.won.length).join(', ')}`);
 				winnersPerRound.push(results.filter((r) => r.won.length > 0).length);
-				expect(await fx.client.zcard(namespaceKeys(fx.prefix, namespace).fixed[0])).toBe(KEYS);
+				// Each key's new row was noted once for indexing (layout 3); stats index them, once each.
+				const k = namespaceKeys(fx.prefix, namespace);
+				const noted = (await fx.client.lrange(k.unindexed, 0, -1)).flatMap((text) => JSON.parse(text).m as string[]);
+				expect(noted.length).toBe(KEYS);
+				expect(new Set(noted).size).toBe(KEYS);
 				const stats = await fx.ledger.stats(namespace);
+				expect(await fx.client.zcard(k.fixed[0])).toBe(KEYS);
+				expect(await fx.client.llen(k.unindexed)).toBe(0);
 				expect(stats.byStatus[mode === 'lease' ? 'in_progress' : 'completed']).toBe(KEYS);
 				expect(stats.duplicatesBlocked).toBe(KEYS * (PROCESSES - 1));
 			}

@@ -66,6 +66,8 @@ const MAX_CHUNK = 5000;
 const LIST_BUDGET = 2000;
 /** Index entries one stats call checks at most; stats() calls again until it has the whole answer. */
 const STATS_BUDGET = 1000;
+/** Rows looked at per call while indexing what claims left unindexed (about 30 ms of Redis time per 10,000). */
+const INDEX_SLICE = 10_000;
 /** Release audit entries kept per namespace (approximately). */
 const AUDIT_MAX = 10_000;
 const REGISTRY_PAGE = 100;
@@ -601,6 +603,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		const namespaces = filter.namespace !== undefined ? single(filter.namespace) : this.namespaces(cursor?.[0]);
 		for await (const namespace of namespaces) {
 			const k = namespaceKeys(this.prefix, namespace);
+			await this.indexPending(namespace);
 			let after = cursor && cursor[0] === namespace ? [cursor[1], cursor[2]] : ['', ''];
 			for (;;) {
 				const [reply] = await this.run([
@@ -640,6 +643,19 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		};
 	}
 
+	/**
+	 * A claim leaves the index entries of the rows it creates to be written later (layout 3, see
+	 * keys.ts). This writes those of `namespace`, in slices that each keep Redis busy briefly, before
+	 * anything reads its indexes (list, stats, purge, export) or a release removes rows.
+	 */
+	private async indexPending(namespace: string): Promise<void> {
+		const keys = namespaceKeys(this.prefix, namespace).fixed;
+		for (;;) {
+			const [left] = await this.run([{ name: 'idemLedgerIndexPending', namespace, keys, args: [INDEX_SLICE] }]);
+			if (Number(left) === 0) return;
+		}
+	}
+
 	/** The namespace registry in byte order, from `start` (inclusive). */
 	private async *namespaces(start?: string): AsyncGenerator<string> {
 		let min = start === undefined ? '-' : `[${start}`;
@@ -661,6 +677,8 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		await this.ensureSchema();
 		const { namespace, key, step } = request;
 		const k = namespaceKeys(this.prefix, namespace);
+		// A released row leaves no trace; one still unindexed would be taken for expired by purge.
+		await this.indexPending(namespace);
 		const [reply] = await this.run([
 			{
 				name: 'idemLedgerRelease',
@@ -701,22 +719,26 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		if (limit <= 0) return 0;
 		for await (const namespace of this.namespaces()) {
 			const k = namespaceKeys(this.prefix, namespace);
+			await this.indexPending(namespace);
 			const [reply] = await this.run([{ name: 'idemLedgerPurge', namespace, keys: k.fixed, args: [limit - purged] }]);
 			const [n, left] = reply as [number, number];
 			purged += n;
-			if (left === 0) await this.forgetNamespace(namespace, k.fixed[0]);
+			if (left === 0) await this.forgetNamespace(namespace);
 			if (purged >= limit) break;
 		}
 		return purged;
 	}
 
 	/**
-	 * Drops an empty namespace from the registry. A concurrent claim writes its rows before it
-	 * registers the namespace, so re-checking the index after the removal cannot lose one.
+	 * Drops an empty namespace from the registry. A concurrent claim writes its rows (and notes them
+	 * as unindexed) before it registers the namespace, so re-checking both after the removal cannot
+	 * lose one.
 	 */
-	private async forgetNamespace(namespace: string, idx: string): Promise<void> {
+	private async forgetNamespace(namespace: string): Promise<void> {
+		const k = namespaceKeys(this.prefix, namespace);
 		await this.send(() => this.client.zrem(this.registry, namespace));
-		if ((await this.send(() => this.client.zcard(idx))) > 0) {
+		const [indexed, unindexed] = (await this.pipeline((p) => p.zcard(k.fixed[0]).llen(k.unindexed))) as [number, number];
+		if (indexed + unindexed > 0) {
 			await this.send(() => this.client.zadd(this.registry, 'NX', 0, namespace));
 		}
 	}
@@ -730,6 +752,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 	async stats(namespace: string): Promise<NamespaceStats> {
 		await this.ensureSchema();
 		const k = namespaceKeys(this.prefix, namespace);
+		await this.indexPending(namespace);
 		let state = { cutoff: '', score: '', member: '', stuck: 0, oldest: '' };
 		let first: Array<number | string | null> | null = null;
 		for (;;) {
@@ -848,6 +871,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			}
 			if (namespace !== null) {
 				const k = namespaceKeys(this.prefix, namespace);
+				await this.indexPending(namespace);
 				const [reply] = await this.run([{ name: 'idemLedgerExport', namespace, keys: k.fixed, args: [after[0], after[1], want, want * 2] }]);
 				const [done, lastScore, lastMember, now, rows] = reply as [number, string, string, string, string[]];
 				batch.rows = rows.map((text) => storedToTransfer(namespace!, text, Number(now)));

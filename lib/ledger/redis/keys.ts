@@ -10,12 +10,16 @@ import { STATUSES } from '../types';
  *   {p:ns}:members            sorted set (all scores 0, so in byte order) of the row members;
  *                             the steps of one key are the range `<key>:` to `<key>;` (get, release)
  *   {p:ns}:k:<key>            layout 1 only: set of the row members of one key, expiring with its
- *                             longest-lived row. Layout 2 writes none; get and release still read
+ *                             longest-lived row. Layouts 2 and 3 write none; get and release still read
  *                             those a layout 1 writer left, until they expire.
  *   {p:ns}:idx                sorted set, member -> updated_at (list order, paging)
  *   {p:ns}:st:<status>        sorted set per status, member -> expires_at (counts, purge)
+ *   {p:ns}:unindexed          layout 3: list of the claim calls whose new rows are not yet in
+ *                             idx and st, one JSON entry per call (its rows' members, the tail of
+ *                             their text, status, updated_at, expires_at); written into idx and st
+ *                             before anything reads those (RedisLedger.indexPending)
  *   {p:ns}:lease, {p:ns}:ipfs layout 1 only: in_progress rows by lease expiry and by first seen.
- *                             Layout 2 writes neither (stats read the in_progress rows instead);
+ *                             Layouts 2 and 3 write neither (stats read the in_progress rows instead);
  *                             entries a layout 1 writer left are removed with their row's others.
  *   {p:ns}:meta               hash, `blocked` = duplicates blocked, `fence` = last fencing token
  *                             handed out (never deleted, so tokens only grow)
@@ -37,10 +41,17 @@ import { STATUSES } from '../types';
  * does (updated_at, and its status by expiry), not four: layout 1's lease and first-seen indexes
  * are no longer written, and stats find stuck leases and the oldest in-progress row by reading
  * the in-progress rows. Rows themselves are stored as in layout 1; layout 1 data is read as it
- * is, and the first ledger of this version on a prefix marks it as layout 2 (see
- * RedisLedger.checkLayout), after which a version that knows only layout 1 refuses the prefix.
+ * is, and a ledger of layout 2 or later marks the prefix with its layout (see
+ * RedisLedger.checkLayout), after which a version that knows only an older one refuses it.
+ *
+ * 3: a claim writes no index entries for the rows it creates: it notes the call once in
+ * `{p:ns}:unindexed`, and the entries are written from there before the indexes are read (lists,
+ * stats, purge, export), each only while the row is still as that claim wrote it (a row written
+ * since indexed itself). Two sorted-set insertions per new row were a third of a claim's time in
+ * Redis (docs/benchmarks.md). Rows are stored as in layout 2; a version that knows only layout 2
+ * would not see unindexed rows in its lists and stats, so it refuses a prefix marked 3.
  */
-export const LAYOUT_VERSION = 2;
+export const LAYOUT_VERSION = 3;
 
 const PREFIX = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -76,6 +87,7 @@ export function namespaceKeys(prefix: string, namespace: string) {
 		/** Layout 1's set of the members of one key; its name also carries the key to the scripts. */
 		steps: (key: string) => `${base}k:${esc(key)}`,
 		members: `${base}members`,
+		unindexed: `${base}unindexed`,
 		checkpoint: (name: string) => `${base}cp:${esc(name)}`,
 		audit: `${base}audit`,
 		/** The start of the day keys; the scripts append the date, which only the server's clock decides. */

@@ -243,6 +243,54 @@ local function flush()
 	for z, list in pairs(staged.adds) do inslices('ZADD', z, list, 1000) end
 	staged = {adds = {}, rems = {}}
 end
+-- Layout 3: the claim calls whose new rows have no index entries yet, one JSON entry each (see CLAIM).
+local UNINDEXED = BASE .. 'unindexed'
+-- Writes the index entries of the rows that claim calls left unindexed, oldest call first, whole
+-- calls until at least \`limit\` rows were looked at. A row gets the entries its claim would have
+-- written while its text still ends with that claim's tail (status, fence, times, lease): a row
+-- written since indexed itself then. A row gone after the claim's expiry gets them too, so that
+-- purge finds, removes and counts it as it does any expired row; one gone before (released) needs
+-- none. As the claim did before layout 3, IDX first: when ZADD adds every member, no expired row
+-- left entries in other indexes. Returns the number of calls still unindexed.
+local function indexpending(limit)
+	local looked = 0
+	while looked < limit do
+		local text = redis.call('LPOP', UNINDEXED)
+		if not text then break end
+		local call = cjson.decode(text)
+		local t, kept, n = call.t, {}, 0
+		local expired = now >= tonumber(call.e)
+		for _, m in ipairs(call.m) do
+			local raw = redis.call('GET', BASE .. 'r:' .. m)
+			if (raw and #raw > #t and string.sub(raw, -#t) == t) or (not raw and expired) then
+				n = n + 1
+				kept[n] = m
+			end
+		end
+		looked = looked + #call.m
+		for i = 1, n, 1000 do
+			local args, a = {}, 0
+			for j = i, math.min(n, i + 999) do
+				args[a + 1] = call.u
+				args[a + 2] = kept[j]
+				a = a + 2
+			end
+			if redis.call('ZADD', IDX, unpack(args)) < a / 2 then
+				for j = i, math.min(n, i + 999) do
+					for _, s in ipairs(STATUSES) do
+						if s ~= call.st then stagerem(ST[s], kept[j]) end
+					end
+					stagerem(LEASE, kept[j])
+					stagerem(IPFS, kept[j])
+				end
+			end
+			for j = 1, a, 2 do args[j] = call.e end
+			redis.call('ZADD', ST[call.st], unpack(args))
+		end
+		flush()
+	end
+	return redis.call('LLEN', UNINDEXED)
+end
 -- Rank of the first member of sorted set z after (score, member), members of one score being in
 -- byte order: a binary search within the ranks of that score.
 local function rankafter(z, score, member)
@@ -267,7 +315,8 @@ end
  * only when it claims something; the counter is never deleted, so tokens only grow).
  * Rows are read with MGET; a row claimed where no live row was is written as its head plus a tail
  * that is the same for every such row of the call (status, token, times, lease), with no Lua table
- * and no JSON encoding per row; index entries are written per index at the end (see stage).
+ * and no JSON encoding per row; its index entries are not written now, but noted once for the
+ * whole call in the namespace's unindexed list (layout 3, see indexpending).
  * Returns: this script's clock (now), the fencing token (or nil), a string of one character per
  * request, one JSON array text (or nil when no request is '0' or '1') with, in request order, per
  * request whose character is '0' or '1': '1' claimed over a row: the row, then the phase the
@@ -376,32 +425,14 @@ for i = 1, n do
 		end
 	end
 end
--- The index entries of the fresh rows (what stage does for each, gathered): IDX first, since a
--- member absent from IDX is in no index at all; when ZADD adds every one of them, no expired row
--- left entries to remove elsewhere. One argument list per slice serves both indexes: the same
--- members, the scores rewritten in place.
-local added = 0
-for i = 1, nfresh, 1000 do
-	local args, a = {}, 0
-	for j = i, math.min(nfresh, i + 999) do
-		args[a + 1] = NOW
-		args[a + 2] = fresh[j]
-		a = a + 2
-	end
-	added = added + redis.call('ZADD', IDX, unpack(args))
-	for j = 1, a, 2 do args[j] = E end
-	redis.call('ZADD', ST[status], unpack(args))
-end
-local leftovers = added < nfresh
-for f = 1, nfresh do
-	local m = fresh[f]
-	if inmembers(m) then stageadd(MEMBERS, 0, m) end
-	if leftovers then
-		for _, s in ipairs(STATUSES) do
-			if s ~= status then stagerem(ST[s], m) end
-		end
-		stagerem(LEASE, m)
-		stagerem(IPFS, m)
+-- The index entries of the fresh rows are not written here (layout 3): the call is noted once, and
+-- indexpending writes them before anything reads the indexes. Times as text: a number in cjson
+-- keeps 14 digits.
+if nfresh > 0 then
+	redis.call('RPUSH', UNINDEXED, cjson.encode({t = tail, st = status, u = NOW, e = E, m = fresh}))
+	for f = 1, nfresh do
+		local m = fresh[f]
+		if inmembers(m) then stageadd(MEMBERS, 0, m) end
 	end
 end
 flush()
@@ -683,7 +714,10 @@ return out
 
 /**
  * KEYS: 8 fixed. ARGV: limit. Removes at most `limit` index entries of rows that Redis has
- * already expired. Returns {removed, rows left in the namespace index}.
+ * already expired. A status entry whose expiry has passed while its row lives is stale (the row
+ * was written again, in another status or with a later expiry, before its claim's entries were
+ * indexed) and is removed alone. Returns {removed, rows left in the namespace: indexed, and
+ * claim calls not yet indexed}.
  */
 const PURGE = `
 local limit = tonumber(ARGV[1])
@@ -691,13 +725,16 @@ local n = 0
 for _, s in ipairs(STATUSES) do
 	if n >= limit then break end
 	for _, m in ipairs(redis.call('ZRANGEBYSCORE', ST[s], '-inf', '(' .. fmt(now), 'LIMIT', 0, limit - n)) do
-		if redis.call('EXISTS', BASE .. 'r:' .. m) == 0 then
-			unindex(m)
-			n = n + 1
-		end
+		if redis.call('EXISTS', BASE .. 'r:' .. m) == 0 then unindex(m) else redis.call('ZREM', ST[s], m) end
+		n = n + 1
 	end
 end
-return {n, redis.call('ZCARD', IDX)}
+return {n, redis.call('ZCARD', IDX) + redis.call('LLEN', UNINDEXED)}
+`;
+
+/** KEYS: 8 fixed. ARGV: limit (rows). Indexes what claims left unindexed (indexpending); returns the calls left. */
+const INDEX_PENDING = `
+return indexpending(tonumber(ARGV[1]))
 `;
 
 /**
@@ -955,6 +992,7 @@ export const SCRIPTS = {
 	idemLedgerList: COMMON + ROWS + LIST,
 	idemLedgerRelease: COMMON + CALENDAR + ROWS + RELEASE,
 	idemLedgerPurge: COMMON + ROWS + PURGE,
+	idemLedgerIndexPending: COMMON + ROWS + INDEX_PENDING,
 	idemLedgerStats: COMMON + ROWS + STATS,
 	idemLedgerSetCheckpoint: COMMON + SET_CHECKPOINT,
 	idemLedgerAddCounts: COMMON + CALENDAR + ADD_COUNTS,
