@@ -66,7 +66,7 @@ const MAX_CHUNK = 5000;
 const LIST_BUDGET = 2000;
 /** Index entries one stats call checks at most; stats() calls again until it has the whole answer. */
 const STATS_BUDGET = 1000;
-/** Rows looked at per call while indexing what claims left unindexed (about 30 ms of Redis time per 10,000). */
+/** Rows looked at per call while indexing what claims left unindexed: a bound on how long one call keeps Redis busy. */
 const INDEX_SLICE = 10_000;
 /** Release audit entries kept per namespace (approximately). */
 const AUDIT_MAX = 10_000;
