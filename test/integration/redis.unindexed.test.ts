@@ -1,4 +1,4 @@
-import type { ClaimOptions, ClaimRequest } from '../../lib/ledger';
+import { STATUSES, type ClaimOptions, type ClaimRequest, type Status } from '../../lib/ledger';
 import { RedisLedger } from '../../lib/ledger/redis';
 import { LAYOUT_VERSION, member, namespaceKeys, versionKey } from '../../lib/ledger/redis/keys';
 import { deletePrefix, describeIfRedis, freshRedisLedger, newRedisClient, uniquePrefix } from '../support/redis';
@@ -21,7 +21,8 @@ describeIfRedis('Redis layout 3 rows')('Redis layout 3: rows a claim leaves unin
 	});
 	afterAll(async () => fx && (await fx.dispose()));
 
-	const statusIndex = (ns: string, status: string) => namespaceKeys(fx.prefix, ns).fixed[4 + ['in_progress', 'completed', 'failed_retryable', 'needs_review'].indexOf(status)];
+	// The status indexes follow the first four fixed keys, in STATUSES order (keys.ts).
+	const statusIndex = (ns: string, status: Status) => namespaceKeys(fx.prefix, ns).fixed[4 + STATUSES.indexOf(status)];
 
 	test('a row written again before it was indexed is listed and counted as it is now, and only there', async () => {
 		const ns = 'rewritten';

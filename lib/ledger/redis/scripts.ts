@@ -209,6 +209,15 @@ local function stagerem(z, m)
 	end
 	t[#t + 1] = m
 end
+-- Stages the removal of what an expired row of member m may have left in the indexes that an
+-- entry in status st does not overwrite (ZREM of an absent member does nothing), layout 1's included.
+local function stageleftovers(m, st)
+	for _, s in ipairs(STATUSES) do
+		if s ~= st then stagerem(ST[s], m) end
+	end
+	stagerem(LEASE, m)
+	stagerem(IPFS, m)
+end
 local function stage(rk, m, row, old)
 	local raw = put(rk, row)
 	if old then
@@ -219,13 +228,8 @@ local function stage(rk, m, row, old)
 			stagerem(IPFS, m)
 		end
 	else
-		-- No live row: an expired one may have left entries in indexes this write does not
-		-- overwrite (ZREM of an absent member does nothing), layout 1's included.
-		for _, s in ipairs(STATUSES) do
-			if s ~= row.st then stagerem(ST[s], m) end
-		end
-		stagerem(LEASE, m)
-		stagerem(IPFS, m)
+		-- No live row: an expired one may have left entries.
+		stageleftovers(m, row.st)
 	end
 	stageadd(IDX, fmt(row.u), m)
 	stageadd(ST[row.st], fmt(row.e), m)
@@ -276,13 +280,7 @@ local function indexpending(limit)
 				a = a + 2
 			end
 			if redis.call('ZADD', IDX, unpack(args)) < a / 2 then
-				for j = i, math.min(n, i + 999) do
-					for _, s in ipairs(STATUSES) do
-						if s ~= call.st then stagerem(ST[s], kept[j]) end
-					end
-					stagerem(LEASE, kept[j])
-					stagerem(IPFS, kept[j])
-				end
+				for j = i, math.min(n, i + 999) do stageleftovers(kept[j], call.st) end
 			end
 			for j = 1, a, 2 do args[j] = call.e end
 			redis.call('ZADD', ST[call.st], unpack(args))
