@@ -40,10 +40,11 @@ describeIfRedis('Redis layout 3 rows')('Redis layout 3: rows a claim leaves unin
 
 	test('a row released before it was indexed leaves no entry, and purge does not count it', async () => {
 		const ns = 'released';
-		await fx.ledger.claim([req(ns, 'gone'), req(ns, 'kept')], { ...seen, ttlMs: 300 });
+		// Retention long enough for the release to find the row live on a loaded machine.
+		await fx.ledger.claim([req(ns, 'gone'), req(ns, 'kept')], { ...seen, ttlMs: 1_500 });
 		const [released] = await fx.ledger.release({ namespace: ns, key: 'gone', step: '', releasedBy: 'test', ttlMs: DAY });
 		expect(released.action).toBe('released');
-		await sleep(500);
+		await sleep(1_800);
 		// Both rows are past their expiry now; only the one that expired is purge's to count.
 		expect(await fx.ledger.purgeExpired(100)).toBe(1);
 		const k = namespaceKeys(fx.prefix, ns);
