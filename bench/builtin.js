@@ -10,11 +10,11 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 
-const { roundRobin, time, ledgerCredentials, dropLedgerTables } = require('./util');
+const { DEFAULT_RUNS, roundRobin, time, ledgerCredentials, dropLedgerTables } = require('./util');
 const { deliveryAndRepeat } = require('./context');
 
 const N = Number(process.env.BENCH_KEYS || 10_000);
-const RUNS = Number(process.env.BENCH_RUNS || 7);
+const RUNS = Number(process.env.BENCH_RUNS || DEFAULT_RUNS);
 const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 
 async function builtinSection() {

@@ -21,12 +21,12 @@ const { parseClusterNodes } = require('../dist/lib/ledger/redis/connect');
 const { safeRedisFor } = require('./safeRedis');
 const { lookupLatency, latencyRows } = require('./promptCache');
 const { chatModelLatency } = require('./chatModelCache');
-const { roundRobin, time, ledgerCredentials, dropLedgerTables } = require('./util');
+const { DEFAULT_RUNS, roundRobin, time, ledgerCredentials, dropLedgerTables } = require('./util');
 const { PostgresLedger, postgresLedger, closeAllPostgresLedgers } = require('../dist/lib/ledger');
 const { DedupeGate } = require('../dist/nodes/DedupeGate/DedupeGate.node');
 
 const N = Number(process.env.BENCH_KEYS || 10_000);
-const RUNS = Number(process.env.BENCH_RUNS || 7);
+const RUNS = Number(process.env.BENCH_RUNS || DEFAULT_RUNS);
 const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const suffix = Date.now().toString(36);
 const table = `bench_${suffix}`;

@@ -1,3 +1,11 @@
+/**
+ * Rounds per scenario when BENCH_RUNS is not set. One round's ratio to its baseline ranges from
+ * about 0.5 to 2.6 on these 2-core machines, with no trend over 40 rounds (docs/benchmarks.md), so
+ * a median of 7 rounds moved by up to 0.48 between runs of one build (0.72 to 1.20): more than
+ * the margins the targets judge. A median of 21 is steadier (the spread of a median shrinks with
+ * the square root of the rounds).
+ */
+const DEFAULT_RUNS = 21;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const percentile = (xs, p) => {
 	const s = [...xs].sort((a, b) => a - b);
@@ -57,4 +65,4 @@ async function dropLedgerTables(pool, table) {
 	for (const suffix of LEDGER_TABLE_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS "${table}${suffix}"`);
 }
 
-module.exports = { median, percentile, time, roundRobin, ledgerCredentials, dropLedgerTables };
+module.exports = { DEFAULT_RUNS, median, percentile, time, roundRobin, ledgerCredentials, dropLedgerTables };

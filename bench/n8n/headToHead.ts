@@ -15,7 +15,7 @@
  *    pointed at a counting proxy in front of PostgreSQL.
  *
  * The package is installed the user's way (npm pack into <user folder>/.n8n/nodes) by the e2e
- * harness, test/e2e/support/n8n.ts. BENCH_ITEMS changes the 10,000; BENCH_ROUNDS the 3 throughput rounds; BENCH_PARTS picks parts;
+ * harness, test/e2e/support/n8n.ts. BENCH_ITEMS changes the 10,000; BENCH_ROUNDS the 5 throughput rounds; BENCH_PARTS picks parts;
  * BENCH_ROWS picks throughput rows; BENCH_BREAKDOWN_LEDGER=redis puts the breakdown's gate on the Redis ledger.
  */
 import { execFileSync } from 'child_process';
@@ -38,8 +38,12 @@ const PER_EXECUTION = 1_200;
 const STRIDE = 400;
 const UNIVERSE = STRIDE * (CONCURRENT - 1) + PER_EXECUTION; // 4,000 keys
 const ROUND_TRIP_RUNS = 20;
-/** Throughput rounds (BENCH_ROUNDS); the table shows medians and every round. */
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/**
+ * Throughput rounds (BENCH_ROUNDS); the table shows medians and every round. Five: one gate's first
+ * sight ranged from 106 to 162 ms across the rounds of one run (docs/benchmarks.md), so a median
+ * of three could rest on one slow spell.
+ */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 /** BENCH_PARTS=throughput,concurrency,roundtrips,breakdown (all by default). */
 const parts = new Set((process.env.BENCH_PARTS ?? 'throughput,concurrency,roundtrips,breakdown').split(',').map((p) => p.trim()));
 /** BENCH_ROWS=rd,field,… picks throughput rows by id (all by default); Remove Duplicates (`rd`) always runs, as the baseline. */
