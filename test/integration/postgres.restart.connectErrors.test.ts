@@ -48,7 +48,7 @@ async function backendPid(admin: Client, state: string) {
 describe('PostgreSQL restarting or shutting down under the ledger (a throwaway cluster)', () => {
 	let pg: Awaited<ReturnType<typeof throwawayPostgres>>;
 	beforeAll(async () => {
-		pg = await throwawayPostgres(54000 + Math.floor(Math.random() * 1000));
+		pg = await throwawayPostgres();
 		await postgresLedger(pg.settings).ensureSchema();
 	}, 120_000);
 	afterAll(async () => {

@@ -6,7 +6,6 @@
  */
 import { execFileSync, spawnSync } from 'child_process';
 import fs from 'fs';
-import net from 'net';
 import os from 'os';
 import path from 'path';
 
@@ -15,24 +14,15 @@ import { Redis } from 'ioredis';
 import { LedgerUnavailableError } from '../../lib/ledger/errors';
 import { toUnavailable } from '../../lib/ledger/redis/errors';
 import { closeAllRedisLedgers, redisLedger } from '../../lib/ledger/redis/connect';
+import { serverPort } from '../support/ports';
 import { skipNotice } from '../support/redis';
 
 const hasRedisServer = spawnSync('sh', ['-c', 'command -v redis-server && command -v redis-cli']).status === 0;
 const DRIVER_TEXT = /READONLY You|MASTERDOWN Link|ECONN|Connection is closed|firewall/;
 
-function freePort(): Promise<number> {
-	return new Promise((resolve) => {
-		const server = net.createServer();
-		server.listen(0, '127.0.0.1', () => {
-			const { port } = server.address() as net.AddressInfo;
-			server.close(() => resolve(port));
-		});
-	});
-}
-
 async function replica(dir: string, serveStale: 'yes' | 'no') {
-	const port = await freePort();
-	const deadPrimary = await freePort();
+	const port = await serverPort();
+	const deadPrimary = await serverPort({ taken: [port] });
 	execFileSync('redis-server', [
 		'--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'yes', '--dir', dir,
 		'--logfile', path.join(dir, `${port}.log`), '--pidfile', path.join(dir, `${port}.pid`),

@@ -15,12 +15,13 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'child_process';
 import fs from 'fs';
-import { createConnection, createServer, type AddressInfo } from 'net';
+import { createConnection } from 'net';
 import os from 'os';
 import path from 'path';
 
 import { ImapFlow } from 'imapflow';
 
+import { serverPort } from './ports';
 import { skipNotice } from './redis';
 
 export interface SentMessage {
@@ -98,14 +99,6 @@ function runAs(): { uid: number; gid: number; user: string; group: string } {
 		user,
 		group: execFileSync('id', ['-gn', user], { encoding: 'utf8' }).trim(),
 	};
-}
-
-async function freePort(): Promise<number> {
-	const server = createServer();
-	await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-	const { port } = server.address() as AddressInfo;
-	await new Promise((resolve) => server.close(resolve));
-	return port;
 }
 
 /** Resolves once something on the port sends an IMAP greeting. */
@@ -204,7 +197,7 @@ export async function imapServer(options: { user?: string; password?: string } =
 	let port = 0;
 	let lastProblem = '';
 	for (let attempt = 0; attempt < 3 && !child; attempt++) {
-		port = await freePort();
+		port = await serverPort();
 		fs.writeFileSync(path.join(dir, 'dovecot.conf'), config(dir, port, who));
 		if (process.getuid?.() === 0) execFileSync('chown', ['-R', `${who.uid}:${who.gid}`, dir]);
 		let output = '';

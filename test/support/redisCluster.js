@@ -3,28 +3,12 @@
 // Without redis-server and redis-cli the cluster suite skips and prints why.
 const { execFileSync, spawnSync } = require('child_process');
 const fs = require('fs');
-const net = require('net');
 const os = require('os');
 const path = require('path');
 
+const { serverPort } = require('./ports');
+
 const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
-
-function portFree(port) {
-	return new Promise((resolve) => {
-		const server = net.createServer();
-		server.once('error', () => resolve(false));
-		server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-	});
-}
-
-/** A port that is free, and whose cluster bus port (port + 10000) is free too. */
-async function clusterPort(taken) {
-	for (let i = 0; i < 200; i++) {
-		const port = 20000 + Math.floor(Math.random() * 20000);
-		if (!taken.includes(port) && (await portFree(port)) && (await portFree(port + 10000))) return port;
-	}
-	throw new Error('no free port pair for a Redis Cluster node');
-}
 
 const cli = (port, ...args) => spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { encoding: 'utf8', timeout: 5000 });
 
@@ -45,7 +29,8 @@ async function startRedisCluster() {
 	}
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-redis-cluster-'));
 	const ports = [];
-	for (let i = 0; i < 3; i++) ports.push(await clusterPort(ports));
+	// Each node's cluster bus listens on its port + 10000.
+	for (let i = 0; i < 3; i++) ports.push(await serverPort({ alsoFree: [10000], taken: ports }));
 	try {
 		for (const port of ports) {
 			execFileSync('redis-server', [

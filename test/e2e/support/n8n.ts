@@ -14,11 +14,12 @@ import { execFile, spawn, type ChildProcess } from 'child_process';
 import { randomBytes } from 'crypto';
 import * as fs from 'fs';
 import * as http from 'http';
-import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { performance } from 'perf_hooks';
 import { Client } from 'pg';
+
+import { serverPort } from '../../support/ports';
 
 const { runPrefix } = require('./runDatabases.js') as { runPrefix: () => string };
 
@@ -299,17 +300,8 @@ function request(
 // Instances
 // ---------------------------------------------------------------------------------------------
 
-export async function freePort(): Promise<number> {
-	return new Promise((resolve, reject) => {
-		const server = net.createServer();
-		server.unref();
-		server.on('error', reject);
-		server.listen(0, '127.0.0.1', () => {
-			const { port } = server.address() as net.AddressInfo;
-			server.close(() => resolve(port));
-		});
-	});
-}
+/** A free port for an n8n process to bind (below the ephemeral range: test/support/ports.js). */
+export const freePort = (): Promise<number> => serverPort();
 
 const live = new Set<ChildProcess>();
 let exitHookInstalled = false;
