@@ -6,6 +6,8 @@ const CHILD = path.join(__dirname, 'fixtures', 'pg-claim-child.js');
 const PROCESSES = 6;
 const KEYS = 1000;
 const ROUNDS = 5;
+/** Rounds a test may add, one at a time, while no round has yet had more than one winner. */
+const MAX_ROUNDS = 15;
 
 /**
  * Several OS processes, each with its own connection pool, claim the same 1,000 keys at the same
@@ -22,13 +24,18 @@ describe('PostgreSQL claims under a multi-process race', () => {
 	afterAll(async () => fx && (await fx.dispose()));
 
 	for (const [mode, chunkSize] of [['lease', 50], ['seen', 50], ['lease', 250], ['seen', 250]] as const) {
-		test(`${PROCESSES} processes x ${KEYS} keys x ${ROUNDS} rounds, mode ${mode}, ${chunkSize} keys a statement: each key won exactly once`, async () => {
+		test(`${PROCESSES} processes x ${KEYS} keys x ${ROUNDS} rounds or more, mode ${mode}, ${chunkSize} keys a statement: each key won exactly once`, async () => {
 			// How many processes won something, per round. One script call or statement claims a whole
 			// chunk of keys at once, so a round where one process got in first and won everything is a
 			// legitimate outcome of the scheduler; across the rounds, the race must have been real.
+			// At 250 keys a statement that outcome is the usual one: each process's four plain
+			// inserts cover all 1,000 keys, and a sibling's statement that meets one of their rows
+			// fails whole and reruns after they commit, finding nothing left. On a loaded machine
+			// (a cold CI installing n8n beside the tests) all 5 rounds went that way once. So a test
+			// runs more rounds, up to MAX_ROUNDS, until one of them has had two winners or more.
 			const winnersPerRound: number[] = [];
 			const errors: Record<string, number> = {};
-			for (let round = 0; round < ROUNDS; round++) {
+			for (let round = 0; round < ROUNDS || (round < MAX_ROUNDS && Math.max(...winnersPerRound) < 2); round++) {
 				const namespace = `race-${mode}-${round}-${Date.now()}`;
 				// Every process is loaded and connected before the shared start instant is sent.
 				const results = await race(
@@ -61,6 +68,6 @@ describe('PostgreSQL claims under a multi-process race', () => {
 			// Plain inserts only from 100 keys a statement; at 250 the races must have made some fail.
 			if (chunkSize < 100) expect(errors['23505']).toBeUndefined();
 			else expect(errors['23505']).toBeGreaterThan(0);
-		}, 120_000);
+		}, 180_000);
 	}
 });
