@@ -6,19 +6,10 @@
 // says so.
 const { execFileSync, spawnSync } = require('child_process');
 const fs = require('fs');
-const net = require('net');
 const os = require('os');
 const path = require('path');
 const { checkRedisSafety } = require('../dist/lib/ledger/redis');
-
-const freePort = () =>
-	new Promise((resolve) => {
-		const server = net.createServer();
-		server.listen(0, '127.0.0.1', () => {
-			const { port } = server.address();
-			server.close(() => resolve(port));
-		});
-	});
+const { serverPort } = require('../test/support/ports');
 
 /** { url, note, stop } of a Redis the Prompt Cache accepts: `url` itself when it is one. */
 async function safeRedisFor(client, url, part = 'the Prompt Cache part') {
@@ -26,7 +17,7 @@ async function safeRedisFor(client, url, part = 'the Prompt Cache part') {
 	if (report.risks.length === 0) return { url, note: null, stop: () => undefined };
 	if (spawnSync('sh', ['-c', 'command -v redis-server']).status !== 0) return null;
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-bench-redis-'));
-	const port = await freePort();
+	const port = await serverPort();
 	execFileSync('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--dir', dir, '--logfile', path.join(dir, 'redis.log'), '--appendonly', 'yes', '--maxmemory-policy', 'noeviction']);
 	const cli = (...args) => spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
 	for (let i = 0; i < 100 && cli('PING') !== 'PONG'; i++) await new Promise((r) => setTimeout(r, 100));

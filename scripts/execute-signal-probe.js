@@ -43,10 +43,11 @@
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
-const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const { Client } = require('pg');
+
+const { serverPort: freePort } = require('../test/support/ports');
 
 const root = path.resolve(__dirname, '..');
 const PACKAGE_NAME = 'n8n-nodes-idempotency';
@@ -102,18 +103,6 @@ async function sql(database, text) {
 	} finally {
 		await client.end().catch(() => undefined);
 	}
-}
-
-function freePort() {
-	return new Promise((resolve, reject) => {
-		const server = net.createServer();
-		server.unref();
-		server.on('error', reject);
-		server.listen(0, '127.0.0.1', () => {
-			const { port } = server.address();
-			server.close(() => resolve(port));
-		});
-	});
 }
 
 /** What test/e2e/support/n8n.ts installPackage does: npm pack, untar, runtime dependencies only. */
