@@ -35,17 +35,17 @@ function portFree(port) {
 /**
  * A free port below the ephemeral range for a server to bind. `alsoFree` lists offsets whose
  * ports must be free too and stay below the range (a Redis Cluster node's bus port is +10000);
- * `taken` lists ports already handed to servers not yet started.
+ * `taken` lists ports already handed to servers not yet started (all their ports, offsets included).
  */
 async function serverPort({ alsoFree = [], taken = [] } = {}) {
 	const highest = ephemeralStart() - 1 - Math.max(0, ...alsoFree);
 	for (let attempt = 0; attempt < 200; attempt++) {
 		const port = LOWEST + Math.floor(Math.random() * (highest - LOWEST + 1));
-		if (taken.includes(port)) continue;
-		if (!(await portFree(port))) continue;
-		let rest = true;
-		for (const offset of alsoFree) rest = rest && (await portFree(port + offset));
-		if (rest) return port;
+		const wanted = [port, ...alsoFree.map((offset) => port + offset)];
+		if (wanted.some((p) => taken.includes(p))) continue;
+		let free = true;
+		for (const p of wanted) free = free && (await portFree(p));
+		if (free) return port;
 	}
 	throw new Error(`no free port between ${LOWEST} and ${highest} after 200 tries`);
 }
