@@ -31,7 +31,7 @@ describe('PostgreSQL claims under a multi-process race', () => {
 			// At 250 keys a statement that outcome is the usual one: each process's four plain
 			// inserts cover all 1,000 keys, and a sibling's statement that meets one of their rows
 			// fails whole and reruns after they commit, finding nothing left. On a loaded machine
-			// (a cold CI installing n8n beside the tests) all 5 rounds went that way once. So a test
+			// (a CI run, 2026-11-28) all 5 rounds went that way. So a test
 			// runs more rounds, up to MAX_ROUNDS, until one of them has had two winners or more.
 			const winnersPerRound: number[] = [];
 			const errors: Record<string, number> = {};
