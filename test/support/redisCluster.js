@@ -90,7 +90,8 @@ function stopRedisCluster(cluster) {
 	for (const port of cluster.ports) {
 		cli(port, 'shutdown', 'nosave');
 		// A node that shut down removed its pid file; one still there did not answer on its port.
-		const pid = Number(lastLines(path.join(cluster.dir, `${port}.pid`), 1));
+		const pidFile = path.join(cluster.dir, `${port}.pid`);
+		const pid = fs.existsSync(pidFile) ? Number(fs.readFileSync(pidFile, 'utf8').trim()) : 0;
 		if (Number.isInteger(pid) && pid > 0) {
 			try {
 				process.kill(pid, 'SIGKILL');
