@@ -32,7 +32,7 @@ export class IdempotencyBuiltinApi implements ICredentialType {
 			type: 'boolean',
 			default: true,
 			description:
-				'Whether to delete rows past their retention now and then (at most 5,000 every 5 minutes, after a claim), so that the file does not grow forever. Off: expired rows still count as absent, and the Idempotency Ledger node\'s Purge Expired deletes them.',
+				'Whether to delete rows past their retention in the background (a turn at most every 10 seconds after a claim, up to 100,000 rows), so that the file does not grow. Off: expired rows still count as absent, and the Idempotency Ledger node\'s Purge Expired deletes them.',
 		},
 	];
 }

@@ -270,13 +270,18 @@ export interface DailyCounts {
 }
 
 /**
- * Deleting expired rows without a cron job, for a backend whose rows do not expire by themselves:
- * after a claim or an add of counts, at most `batch` rows at most once per `everyMs`, off the
- * caller's path. Off when not given.
+ * Deleting expired rows (and, on Redis, the bookkeeping of rows that expired by themselves) without
+ * a cron job: after a claim or an add of counts, at most one turn per `everyMs`, off the caller's
+ * path. A turn purges `batch` rows at a time while each batch comes back full, at most
+ * `maxBatches` batches (see backgroundPurge). Off when not given.
  */
 export interface AutoPurgeOptions {
+	/** Least time between the starts of two turns. */
 	everyMs: number;
+	/** Rows one purge call deletes at most. */
 	batch: number;
+	/** Purge calls one turn makes at most (default 50); a larger backlog goes over several turns. */
+	maxBatches?: number;
 }
 
 /**

@@ -15,10 +15,10 @@ import { freshSqliteDir, freshSqliteLedger } from '../support/sqlite';
 describeLedgerContract('Built-in (SQLite)', freshSqliteLedger);
 
 describe('Built-in ledger: background purge (the credential\'s Sweep Expired Rows)', () => {
-	test('a claim triggers a bounded purge of expired rows once the interval has passed', async () => {
+	test('a claim starts a turn once the interval has passed: batches while each comes back full, at most maxBatches', async () => {
 		const dir = freshSqliteDir();
 		const file = join(dir, 'purge.sqlite');
-		const ledger = new SqliteLedger({ file, autoPurge: { everyMs: 300, batch: 3 } });
+		const ledger = new SqliteLedger({ file, autoPurge: { everyMs: 300, batch: 2, maxBatches: 2 } });
 		const direct = new (loadSqlite().DatabaseSync)(file, { timeout: 10_000 });
 		const count = () => Number(direct.prepare('SELECT count(*) AS n FROM ledger').get()!.n);
 		try {
@@ -27,13 +27,14 @@ describe('Built-in ledger: background purge (the credential\'s Sweep Expired Row
 			await new Promise((r) => setTimeout(r, 400));
 			expect(count()).toBe(5);
 			await ledger.claim([{ namespace: 'p', key: 'fresh', step: '', fingerprint: null }], { ...seen, ttlMs: 60_000 });
-			// The purge runs after the claim returned, off the caller's path, and deletes at most 3.
-			for (let i = 0; i < 50 && count() > 3; i++) await new Promise((r) => setTimeout(r, 20));
-			expect(count()).toBe(3);
+			// The turn runs after the claim returned, off the caller's path: two full batches of 2, then
+			// the bound of the turn; one old row waits for the next turn.
+			for (let i = 0; i < 50 && count() > 2; i++) await new Promise((r) => setTimeout(r, 20));
+			expect(count()).toBe(2);
 			// Not again before the interval.
 			await ledger.claim([{ namespace: 'p', key: 'fresh2', step: '', fingerprint: null }], { ...seen, ttlMs: 60_000 });
 			await new Promise((r) => setTimeout(r, 100));
-			expect(count()).toBe(4);
+			expect(count()).toBe(3);
 		} finally {
 			direct.close();
 			await ledger.close();

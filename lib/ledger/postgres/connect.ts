@@ -1,5 +1,6 @@
 import { Pool, type PoolConfig } from 'pg';
 
+import { DEFAULT_AUTO_PURGE } from '../autoPurge';
 import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from '../duration';
 import { sha256 } from '../fingerprint';
 import { PostgresLedger } from './PostgresLedger';
@@ -80,7 +81,7 @@ export function postgresLedger(settings: PostgresSettings): PostgresLedger {
 				pool,
 				schema: settings.schema,
 				table: settings.table,
-				autoPurge: { everyMs: 5 * 60_000, batch: 5_000 },
+				autoPurge: DEFAULT_AUTO_PURGE,
 			}),
 			lastUsed: Date.now(),
 		};

@@ -1,8 +1,10 @@
 import type { ChainableCommander, Cluster, Redis } from 'ioredis';
 
+import { backgroundPurge } from '../autoPurge';
 import { classifyExisting, compareCodePoints, effectiveTtlMs, idKey, resolveBatch } from '../claims';
 import { CheckpointRegressionError, LedgerError } from '../errors';
 import type {
+	AutoPurgeOptions,
 	Checkpoint,
 	ClaimOptions,
 	ClaimOutcome,
@@ -58,6 +60,12 @@ export interface RedisLedgerOptions {
 	prefix?: string;
 	/** Keys per script call (each call is atomic; all calls of one claim go out in one pipeline). */
 	chunkSize?: number;
+	/**
+	 * Rows expire by themselves; their bookkeeping does not: the notes claims leave for indexing and
+	 * the index entries of rows gone. With this, claims and adds of counts start background turns
+	 * of purgeExpired, which index what is pending and drop those entries (see backgroundPurge).
+	 */
+	autoPurge?: AutoPurgeOptions;
 }
 
 const DEFAULT_CHUNK = 1000;
@@ -222,6 +230,8 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 	private lastConnectionError: unknown = null;
 	/** The client's command timeout, for the message when a command runs out of it. */
 	private readonly commandTimeoutMs: number | undefined;
+	/** Called after each claim and add of counts (see backgroundPurge). */
+	private readonly purgeInBackground: () => void;
 
 	constructor(options: RedisLedgerOptions) {
 		// Redis and Cluster share the command API; one type keeps the calls simple.
@@ -232,6 +242,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		this.prefix = assertPrefix(options.prefix ?? 'idem');
 		this.registry = registryKey(this.prefix);
 		this.chunkSize = Math.min(MAX_CHUNK, Math.max(1, Math.floor(options.chunkSize ?? DEFAULT_CHUNK)));
+		this.purgeInBackground = backgroundPurge(options.autoPurge, (batch) => this.purgeExpired(batch));
 		for (const [name, lua] of Object.entries(SCRIPTS)) {
 			if (typeof (this.client as unknown as Record<string, unknown>)[name] !== 'function') {
 				this.client.defineCommand(name, { lua });
@@ -453,6 +464,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			});
 		};
 		await this.run(calls, [...new Set(chunks.map((c) => c.namespace))], settle);
+		this.purgeInBackground();
 		return outcomes as ClaimOutcome[];
 	}
 
@@ -830,6 +842,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		};
 		const namespaces = [...byNamespace.keys()];
 		await this.run(this.isCluster ? namespaces.map((ns) => call([ns])) : [call(namespaces)]);
+		this.purgeInBackground();
 	}
 
 	async readCounts(namespace: string, days: number): Promise<DailyCounts[]> {

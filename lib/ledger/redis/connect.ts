@@ -2,6 +2,7 @@ import { isIP } from 'net';
 import type { ConnectionOptions } from 'tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 
+import { DEFAULT_AUTO_PURGE } from '../autoPurge';
 import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, withinSeconds } from '../duration';
 import { LedgerInputError, LedgerUnavailableError } from '../errors';
 import { sha256 } from '../fingerprint';
@@ -179,7 +180,7 @@ function entryOf(settings: RedisSettings) {
 		const client = createRedisClient(settings);
 		// A client that loses its server must not crash the n8n process; commands still fail.
 		client.on('error', () => undefined);
-		entry = { client, ledger: new RedisLedger({ client, prefix: settings.prefix }), lastUsed: Date.now(), safety: null };
+		entry = { client, ledger: new RedisLedger({ client, prefix: settings.prefix, autoPurge: DEFAULT_AUTO_PURGE }), lastUsed: Date.now(), safety: null };
 		cache.set(key, entry);
 		startSweeper();
 	}

@@ -2,6 +2,7 @@ import { accessSync, constants, mkdirSync, readFileSync, realpathSync } from 'fs
 import { homedir } from 'os';
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'path';
 
+import { DEFAULT_AUTO_PURGE } from '../autoPurge';
 import { LedgerInputError, LedgerUnavailableError } from '../errors';
 import { loadSqlite } from './driver';
 import { SqliteLedger } from './SqliteLedger';
@@ -97,7 +98,7 @@ export function sqliteLedger(settings: SqliteSettings): SqliteLedger {
 	const key = `${file}\u0000${sweep}`;
 	let ledger = cache.get(key);
 	if (!ledger) {
-		ledger = new SqliteLedger({ file, autoPurge: sweep ? { everyMs: 5 * 60_000, batch: 5_000 } : undefined });
+		ledger = new SqliteLedger({ file, autoPurge: sweep ? DEFAULT_AUTO_PURGE : undefined });
 		cache.set(key, ledger);
 	}
 	return ledger;
