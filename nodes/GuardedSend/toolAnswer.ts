@@ -14,13 +14,15 @@ export const isToolCall = (ctx: IExecuteFunctions): boolean => ctx.getNode().typ
 
 const str = (value: unknown): string | null => (typeof value === 'string' && value !== '' ? value : typeof value === 'number' ? String(value) : null);
 const withId = (externalId: string | null) => (externalId ? ` (message ID ${externalId})` : '');
+/** Text as one sentence: a full stop at its end, unless it ends with one of its own. */
+const sentence = (text: string) => text.trim().replace(/[.!?]?$/, (end) => end || '.');
 const on = (at: string | null) => (at ? ` on ${at}` : '');
 
 /** The sentence for one item, from the facts the node routed it with. */
 export function toolSentence(facts: IDataObject, error?: NodeOperationError): string {
 	if (error) {
 		const hint = str((error as { description?: unknown }).description);
-		return `Not sent: ${error.message}.${hint ? ` ${hint}` : ''} Nothing was sent by this call; do not retry until the problem above is fixed.`;
+		return `Not sent: ${sentence(error.message)}${hint ? ` ${sentence(hint)}` : ''} Nothing was sent by this call; do not retry until the problem above is fixed.`;
 	}
 	const externalId = str(facts.externalId);
 	const reason = str(facts.reason);
