@@ -74,8 +74,13 @@ const MAX_CHUNK = 5000;
 const LIST_BUDGET = 2000;
 /** Index entries one stats call checks at most; stats() calls again until it has the whole answer. */
 const STATS_BUDGET = 1000;
-/** Rows looked at per call while indexing what claims left unindexed: a bound on how long one call keeps Redis busy. */
-const INDEX_SLICE = 10_000;
+/**
+ * Rows one script call indexes (of what claims left unindexed) or purges at most: a bound on how
+ * long one call keeps Redis busy, and so on what a claim beside it waits. While the background
+ * turns drained 1,000,000 expired rows, the p99 of one-key claims beside them was 28 ms with
+ * 10,000 rows a call, 14 with 1,000, and 4.6 with 200, against 3.1 before (npm run bench:drain).
+ */
+const SLICE = 200;
 /** Release audit entries kept per namespace (approximately). */
 const AUDIT_MAX = 10_000;
 const REGISTRY_PAGE = 100;
@@ -663,7 +668,7 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 	private async indexPending(namespace: string): Promise<void> {
 		const keys = namespaceKeys(this.prefix, namespace).fixed;
 		for (;;) {
-			const [left] = await this.run([{ name: 'idemLedgerIndexPending', namespace, keys, args: [INDEX_SLICE] }]);
+			const [left] = await this.run([{ name: 'idemLedgerIndexPending', namespace, keys, args: [SLICE] }]);
 			if (Number(left) === 0) return;
 		}
 	}
@@ -732,10 +737,14 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 		for await (const namespace of this.namespaces()) {
 			const k = namespaceKeys(this.prefix, namespace);
 			await this.indexPending(namespace);
-			const [reply] = await this.run([{ name: 'idemLedgerPurge', namespace, keys: k.fixed, args: [limit - purged] }]);
-			const [n, left] = reply as [number, number];
-			purged += n;
-			if (left === 0) await this.forgetNamespace(namespace);
+			for (;;) {
+				const slice = Math.min(SLICE, limit - purged);
+				const [reply] = await this.run([{ name: 'idemLedgerPurge', namespace, keys: k.fixed, args: [slice] }]);
+				const [n, left] = reply as [number, number];
+				purged += n;
+				if (left === 0) await this.forgetNamespace(namespace);
+				if (n < slice || purged >= limit) break;
+			}
 			if (purged >= limit) break;
 		}
 		return purged;
