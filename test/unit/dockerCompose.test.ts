@@ -119,4 +119,17 @@ describe('docker/docker-compose.yml', () => {
 		expect(doc).toContain(`| Database | \`${postgres.POSTGRES_DB}\` |`);
 		expect(doc).toContain(`| User | \`${postgres.POSTGRES_USER}\` |`);
 	});
+
+	test('the secrets it refuses to start without are blank in docker/.env.example, so a copy of it does not start until both are set', () => {
+		const guarded = [...read('docker/docker-compose.yml').matchAll(/\$\{([A-Z0-9_]+):\?[^}]*\}/g)].map((m) => m[1]);
+		expect([...new Set(guarded)].sort()).toEqual(['N8N_ENCRYPTION_KEY', 'POSTGRES_PASSWORD']);
+		const example = new Map(
+			read('docker/.env.example')
+				.split('\n')
+				.filter((line) => /^[A-Z0-9_]+=/.test(line))
+				.map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1).trim()] as const),
+		);
+		// Compose's ${VAR:?message} refuses a variable that is unset or empty.
+		for (const name of guarded) expect([name, example.get(name)]).toEqual([name, '']);
+	});
 });
