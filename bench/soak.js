@@ -18,7 +18,11 @@
 //   SOAK_SAMPLE    seconds between samples           (default 60)
 //   SOAK_BATCH     items per execution               (default 10; 1 is the one-item webhook)
 //
-// The Redis part runs on a throwaway redis-server with AOF on and no eviction (what the nodes
+// PostgreSQL: a throwaway cluster of the machine's PostgreSQL binaries with their stock settings
+// (autovacuum on, fsync on), as a real install has them; SOAK_DATABASE_URL uses a server you give
+// instead. (The CI machine's own server runs with autovacuum off, and on such a server no
+// PostgreSQL table that rows are deleted from reuses the space: the size would grow whatever the
+// ledger deletes.) Redis: a throwaway redis-server with AOF on and no eviction (what the nodes
 // require), so its used memory is the ledger's alone. The Built-in part needs node:sqlite (Node 22.13+).
 const { fork } = require('child_process');
 const fs = require('fs');
@@ -184,7 +188,9 @@ async function setUp() {
 	const config = { backend: BACKEND, rate: RATE, retentionS: RETENTION_S, processes: PROCESSES, batch: BATCH };
 	let stop = () => undefined;
 	if (BACKEND === 'postgres') {
-		const url = new URL(process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test');
+		const server = process.env.SOAK_DATABASE_URL ? null : await stockPostgres();
+		if (server) stop = server.stop;
+		const url = new URL(process.env.SOAK_DATABASE_URL || server.url);
 		config.url = url.toString();
 		config.postgres = {
 			host: url.hostname,
@@ -220,6 +226,42 @@ async function setUp() {
 	return { config, stop };
 }
 
+/** A PostgreSQL cluster of its own with the machine's binaries and their default settings; as root, run as the postgres user. */
+async function stockPostgres() {
+	const { execFileSync, spawn } = require('child_process');
+	const { serverPort } = require('../test/support/ports');
+	const versions = fs.existsSync('/usr/lib/postgresql') ? fs.readdirSync('/usr/lib/postgresql').sort((a, b) => Number(b) - Number(a)) : [];
+	if (!versions.length) throw new Error('no PostgreSQL binaries in /usr/lib/postgresql: set SOAK_DATABASE_URL');
+	const bin = `/usr/lib/postgresql/${versions[0]}/bin`;
+	const asRoot = process.getuid?.() === 0;
+	const ids = asRoot ? { uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })) } : {};
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-soak-pg-'));
+	if (asRoot) fs.chownSync(dir, ids.uid, ids.gid);
+	execFileSync(`${bin}/initdb`, ['-D', dir, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--locale=C'], { ...ids, stdio: 'ignore' });
+	const port = await serverPort();
+	const postmaster = spawn(`${bin}/postgres`, ['-D', dir, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1'], { ...ids, stdio: 'ignore' });
+	const { Client } = require('pg');
+	for (let i = 0; i < 100; i++) {
+		const client = new Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });
+		try {
+			await client.connect();
+			await client.end();
+			break;
+		} catch {
+			await new Promise((r) => setTimeout(r, 100));
+		}
+	}
+	return {
+		url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+		stop: async () => {
+			const exited = new Promise((r) => postmaster.once('exit', r));
+			postmaster.kill('SIGINT');
+			await exited;
+			fs.rmSync(dir, { recursive: true, force: true });
+		},
+	};
+}
+
 const mb = (bytes) => `${(bytes / 1048576).toFixed(1)} MB`;
 
 async function main() {
@@ -253,7 +295,7 @@ async function main() {
 	for (const child of children) child.send('stop');
 	await Promise.all(children.map((c) => new Promise((r) => c.once('exit', r))));
 	await store.close();
-	stop();
+	await stop();
 	const file = path.join(__dirname, '..', 'docs', `soak-${BACKEND}${PROCESSES > 1 ? `-x${PROCESSES}` : ''}.svg`);
 	fs.writeFileSync(file, chart(samples, `${label}: ${RATE} rows/s, retention ${RETENTION_S} s`));
 	console.log(`chart: ${path.relative(process.cwd(), file)}`);
