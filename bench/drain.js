@@ -23,11 +23,9 @@ const BACKENDS = (process.env.DRAIN_BACKENDS || 'postgres,redis').split(',');
 const BACKLOG = Number(process.env.DRAIN_BACKLOG || 1_000_000);
 const PACE = Number(process.env.DRAIN_PACE || 200);
 const PHASE_CLAIMS = 3000;
+const { percentile: pct } = require('./util');
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const pct = (xs, p) => {
-	const s = [...xs].sort((a, b) => a - b);
-	return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
 
 /** One-key claims of new keys at PACE a second until `done()` (or `count` claims); their latencies. */
 async function claimsAtPace(ledger, label, { count = Infinity, done = () => false } = {}) {

@@ -21,7 +21,7 @@ const { parseClusterNodes } = require('../dist/lib/ledger/redis/connect');
 const { safeRedisFor } = require('./safeRedis');
 const { lookupLatency, latencyRows } = require('./promptCache');
 const { chatModelLatency } = require('./chatModelCache');
-const { DEFAULT_RUNS, roundRobin, time, ledgerCredentials, dropLedgerTables } = require('./util');
+const { DEFAULT_RUNS, roundRobin, time, ledgerCredentials, dropLedgerTables, hasSqlite, nodeWithSqlite } = require('./util');
 const { PostgresLedger, postgresLedger, closeAllPostgresLedgers } = require('../dist/lib/ledger');
 const { DedupeGate } = require('../dist/nodes/DedupeGate/DedupeGate.node');
 
@@ -202,20 +202,9 @@ const { nodeContext, endExecution, deliveryAndRepeat } = require('./context');
 function builtinRows() {
 	const { execFileSync } = require('child_process');
 	const path = require('path');
-	const [major, minor] = process.versions.node.split('.').map(Number);
-	const hasSqlite = major > 23 || (major === 23 && minor >= 4) || (major === 22 && minor >= 13);
-	let node = process.execPath;
-	let note = '';
-	if (!hasSqlite) {
-		const printed = execFileSync('bash', [path.join(__dirname, '..', 'scripts', 'n8n-runtime.sh'), 'node'], {
-			env: { ...process.env, N8N_VERSION: '2.41.1' },
-			encoding: 'utf8',
-			stdio: ['ignore', 'pipe', 'inherit'],
-		});
-		node = /^N8N_RUNTIME_NODE=(.*)$/m.exec(printed)?.[1];
-		if (!node) return ['Built-in ledger: SKIPPED, no Node 22.13+ (scripts/n8n-runtime.sh node printed none)'];
-		note = `(run in a child on Node 24: this bench runs on Node ${process.versions.node}, which has no node:sqlite)`;
-	}
+	const node = nodeWithSqlite();
+	if (!node) return ['Built-in ledger: SKIPPED, no Node 22.13+ (scripts/n8n-runtime.sh node printed none)'];
+	const note = hasSqlite() ? '' : `(run in a child on Node 24: this bench runs on Node ${process.versions.node}, which has no node:sqlite)`;
 	const out = execFileSync(node, [path.join(__dirname, 'builtin.js')], { env: { ...process.env, DATABASE_URL: url }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
 	return [...(note ? [note] : []), ...out.trim().split('\n')];
 }

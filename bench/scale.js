@@ -21,17 +21,9 @@ const ROUNDS = Number(process.env.SCALE_ROUNDS || 5);
 const N = 10_000;
 const ONE_KEY = 1_000;
 const DAY = 86_400_000;
+const { hasSqlite, median, nodeWithSqlite, percentile: pct, time: ms } = require('./util');
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const pct = (xs, p) => {
-	const s = [...xs].sort((a, b) => a - b);
-	return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
-const ms = async (fn) => {
-	const t = process.hrtime.bigint();
-	await fn();
-	return Number(process.hrtime.bigint() - t) / 1e6;
-};
 const fillRows = (backend) => ROWS ?? (backend === 'builtin' ? 1_000_000 : 10_000_000);
 
 /** The figures of one round on one ledger; `tag` keeps each round's keys new. */
@@ -183,27 +175,14 @@ async function builtin() {
 	}
 }
 
-const hasSqlite = (() => {
-	try {
-		require('node:sqlite');
-		return true;
-	} catch {
-		return false;
-	}
-})();
-
 (async () => {
 	console.log(`bench:scale on Node ${process.versions.node}, ${os.cpus().length} cores, ${new Date().toISOString()}`);
 	if (BACKENDS.includes('postgres')) await postgres();
 	if (BACKENDS.includes('redis')) await redis();
 	if (BACKENDS.includes('builtin')) {
-		if (hasSqlite) await builtin();
-		else {
-			// node:sqlite is in Node 22.13 and later: the Built-in part reruns on Node 24 (scripts/n8n-runtime.sh node).
-			const printed = execFileSync('bash', [path.join(__dirname, '..', 'scripts', 'n8n-runtime.sh'), 'node'], { env: { ...process.env, N8N_VERSION: '2.41.1' }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-			const node = /^N8N_RUNTIME_NODE=(.*)$/m.exec(printed)?.[1];
-			spawnSync(node, [__filename], { stdio: 'inherit', env: { ...process.env, SCALE_BACKENDS: 'builtin' } });
-		}
+		if (hasSqlite()) await builtin();
+		// node:sqlite is in Node 22.13 and later: the Built-in part reruns on Node 24.
+		else spawnSync(nodeWithSqlite(), [__filename], { stdio: 'inherit', env: { ...process.env, SCALE_BACKENDS: 'builtin' } });
 	}
 })().catch((error) => {
 	console.error(error);

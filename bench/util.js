@@ -65,4 +65,23 @@ async function dropLedgerTables(pool, table) {
 	for (const suffix of LEDGER_TABLE_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS "${table}${suffix}"`);
 }
 
-module.exports = { DEFAULT_RUNS, median, percentile, time, roundRobin, ledgerCredentials, dropLedgerTables };
+/** Whether this Node has node:sqlite (Node.js 22.13 and later), which the Built-in ledger needs. */
+const hasSqlite = () => {
+	const [major, minor] = process.versions.node.split('.').map(Number);
+	return major > 23 || (major === 23 && minor >= 4) || (major === 22 && minor >= 13);
+};
+
+/** The path of a Node that has node:sqlite: this one, or the Node 24 scripts/n8n-runtime.sh installs; null if none. */
+function nodeWithSqlite() {
+	if (hasSqlite()) return process.execPath;
+	const { execFileSync } = require('child_process');
+	const path = require('path');
+	const printed = execFileSync('bash', [path.join(__dirname, '..', 'scripts', 'n8n-runtime.sh'), 'node'], {
+		env: { ...process.env, N8N_VERSION: '2.41.1' },
+		encoding: 'utf8',
+		stdio: ['ignore', 'pipe', 'inherit'],
+	});
+	return /^N8N_RUNTIME_NODE=(.*)$/m.exec(printed)?.[1] ?? null;
+}
+
+module.exports = { DEFAULT_RUNS, median, percentile, time, roundRobin, ledgerCredentials, dropLedgerTables, hasSqlite, nodeWithSqlite };

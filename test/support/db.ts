@@ -3,6 +3,7 @@ import { Pool } from 'pg';
 
 import { PostgresLedger } from '../../lib/ledger';
 import { LEDGER_TABLE_SUFFIXES } from '../../lib/ledger/postgres/schema';
+import { describeIfAvailable } from './redis';
 
 export const databaseUrl = () => {
 	const url = process.env.DATABASE_URL;
@@ -36,24 +37,9 @@ export const bouncerUrl = () => {
 	return url;
 };
 
-/**
- * `describe` when globalSetup started PgBouncer. Otherwise `describe.skip` with a line on stderr,
- * or, under CI=true, one failing test that says what is missing.
- */
-export function describeIfPgBouncer(what: string): jest.Describe {
-	if (process.env.PGBOUNCER_URL) return describe;
-	const reason = process.env.PGBOUNCER_MISSING ?? 'PgBouncer did not start';
-	if (process.env.CI === 'true') {
-		return ((name: string) =>
-			describe(name, () => {
-				test(`${what} needs PgBouncer`, () => {
-					throw new Error(`${what}: ${reason}. Under CI a missing PgBouncer fails the run.`);
-				});
-			})) as unknown as jest.Describe;
-	}
-	process.stderr.write(`SKIPPED ${what}: ${reason}.\n`);
-	return describe.skip;
-}
+/** `describe` when globalSetup started PgBouncer (see describeIfAvailable). */
+export const describeIfPgBouncer = (what: string): jest.Describe =>
+	describeIfAvailable(what, 'PgBouncer', process.env.PGBOUNCER_URL ? null : (process.env.PGBOUNCER_MISSING ?? 'PgBouncer did not start'));
 
 export const uniqueTable = (prefix = 't') => `${prefix}_${randomBytes(5).toString('hex')}`;
 

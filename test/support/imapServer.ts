@@ -22,7 +22,7 @@ import path from 'path';
 import { ImapFlow } from 'imapflow';
 
 import { serverPort } from './ports';
-import { skipNotice } from './redis';
+import { describeIfAvailable } from './redis';
 
 export interface SentMessage {
 	uid: number;
@@ -70,20 +70,10 @@ export function dovecotAvailable(): { ok: boolean; reason: string } {
 	return { ok: false, reason: 'Dovecot is not installed (apt-get install dovecot-imapd; .ci/run does)' };
 }
 
-/** `describe` when Dovecot is installed; otherwise skipped with a line saying why, or a failure under CI=true. */
+/** `describe` when Dovecot is installed (see describeIfAvailable). */
 export function describeIfDovecot(what: string, probe = dovecotAvailable): jest.Describe {
 	const { ok, reason } = probe();
-	if (ok) return describe;
-	if (process.env.CI === 'true') {
-		return ((name: string) =>
-			describe(name, () => {
-				test(`${what} needs Dovecot`, () => {
-					throw new Error(`${what}: ${reason}. Under CI a missing Dovecot fails the run.`);
-				});
-			})) as unknown as jest.Describe;
-	}
-	skipNotice(what, reason);
-	return describe.skip;
+	return describeIfAvailable(what, 'Dovecot', ok ? null : reason);
 }
 
 /** Who Dovecot runs as: this user, or nobody when this is root. */

@@ -46,23 +46,28 @@ export function skipNotice(what: string, reason: string): void {
 }
 
 /**
- * `describe` when Redis answers. Otherwise `describe.skip` with one line on stderr saying why, except
- * under CI (CI=true), where a missing Redis is a failure: the suite gets one failing test that
- * says what is missing, instead of silently not testing a backend.
+ * `describe` when what a suite needs is there (`missing` null). Otherwise `describe.skip` with one
+ * line on stderr saying why, except under CI (CI=true), where a missing service is a failure: the
+ * suite gets one failing test that says what is missing, instead of silently not testing it.
  */
-export function describeIfRedis(what: string, probe = redisReachable): jest.Describe {
-	const { ok, reason } = probe();
-	if (ok) return describe;
+export function describeIfAvailable(what: string, service: string, missing: string | null): jest.Describe {
+	if (missing === null) return describe;
 	if (process.env.CI === 'true') {
 		return ((name: string) =>
 			describe(name, () => {
-				test(`${what} needs Redis`, () => {
-					throw new Error(`${what}: ${reason}. Under CI a missing Redis fails the run.`);
+				test(`${what} needs ${service}`, () => {
+					throw new Error(`${what}: ${missing}. Under CI a missing ${service} fails the run.`);
 				});
 			})) as unknown as jest.Describe;
 	}
-	skipNotice(what, reason);
+	skipNotice(what, missing);
 	return describe.skip;
+}
+
+/** `describe` when Redis answers (see describeIfAvailable). */
+export function describeIfRedis(what: string, probe = redisReachable): jest.Describe {
+	const { ok, reason } = probe();
+	return describeIfAvailable(what, 'Redis', ok ? null : reason);
 }
 
 /**

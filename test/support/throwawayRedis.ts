@@ -10,27 +10,13 @@ import os from 'os';
 import path from 'path';
 
 import { serverPort } from './ports';
-import { skipNotice } from './redis';
+import { describeIfAvailable } from './redis';
 
 export const hasRedisServer = spawnSync('sh', ['-c', 'command -v redis-server && command -v redis-cli']).status === 0;
 
-/**
- * `describe` when redis-server and redis-cli are installed. Otherwise `describe.skip` with a line
- * on stderr, or, under CI=true, one failing test that says what is missing.
- */
+/** `describe` when redis-server and redis-cli are installed (see describeIfAvailable). */
 export function describeIfRedisServer(what: string): jest.Describe {
-	if (hasRedisServer) return describe;
-	const reason = 'redis-server or redis-cli is not installed';
-	if (process.env.CI === 'true') {
-		return ((name: string) =>
-			describe(name, () => {
-				test(`${what} needs redis-server`, () => {
-					throw new Error(`${what}: ${reason}. Under CI a missing redis-server fails the run.`);
-				});
-			})) as unknown as jest.Describe;
-	}
-	skipNotice(what, reason);
-	return describe.skip;
+	return describeIfAvailable(what, 'redis-server', hasRedisServer ? null : 'redis-server or redis-cli is not installed');
 }
 
 export interface ThrowawayRedis {

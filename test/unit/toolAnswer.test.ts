@@ -8,7 +8,7 @@ const node = { name: 'Send', type: 'n8n-nodes-idempotency.guardedSendTool', type
 
 describe('the tool answer of a failed call', () => {
 	test('a Redis that can lose keys: every sentence ends once, never with ".."', () => {
-		const report = { risks: [{ setting: 'persistence', server: '127.0.0.1:6379', found: 'appendonly no and no save rules', effect: 'a restart loses every key', fix: 'CONFIG SET appendonly yes' }], unknown: [] };
+		const report = { risks: [{ setting: 'persistence' as const, server: '127.0.0.1:6379', found: 'appendonly no and no save rules', effect: 'a restart loses every key', fix: 'CONFIG SET appendonly yes' }], unknown: [] };
 		const answer = toolSentence({}, toNodeError(node, unsafeRedisError(report)));
 		expect(answer).toMatch(/^Not sent: The ledger Redis can lose keys/);
 		expect(answer).not.toMatch(/\.\./);
