@@ -5,10 +5,11 @@
 // for its items it makes a Dedupe Gate claim of new keys (a row per item), a step claim and a
 // record of those steps done (a row per item) and Prompt Cache entries: a read, a claim and the
 // answers stored (a row per item). So rows/s is three times items/s, and each execution makes six
-// ledger calls whatever its size. Every sample it prints live rows, expired rows waiting (on Redis: claim
-// notes not yet indexed and index entries of rows gone), size (table and indexes, the file, or
-// Redis used memory) and the p50 / p99 of the gate's one-key claim; at the end it writes a chart
-// of those figures to docs/soak-<backend>.svg and prints the table.
+// ledger calls whatever its size. Every sample it prints live rows, expired rows waiting (the most
+// seen in the sample, read every 5 s; on Redis: claim notes not yet indexed and index entries of
+// rows gone), size (table and indexes, the file, or Redis used memory) and the p50 / p99 of the
+// gate's claim (of SOAK_BATCH keys); at the end it writes a chart of those figures to
+// docs/soak-<backend>.svg and prints the table.
 //
 //   SOAK_BACKEND   postgres | redis | builtin        (default postgres)
 //   SOAK_RATE      new rows per second, all processes (default 1000)
@@ -37,12 +38,16 @@ const RETENTION_S = Number(env('SOAK_RETENTION', 60));
 const PROCESSES = Number(env('SOAK_PROCESSES', 1));
 const SAMPLE_S = Number(env('SOAK_SAMPLE', 60));
 const BATCH = Number(env('SOAK_BATCH', 10));
+/** Seconds between readings of what waits to be purged; a sample reports the most it saw. */
+const PEEK_S = 5;
 const ROWS_PER_EVENT = 3;
 const TICK_MS = 50;
 /** Executions one process keeps in flight at most; past it one is skipped and counted as behind. */
 const MAX_IN_FLIGHT = 200;
 
-const percentile = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN);
+const { hasSqlite, nodeWithSqlite, percentile: sortedPercentile } = require('./util');
+
+const percentile = (xs, p) => (xs.length ? sortedPercentile(xs, p) : NaN);
 
 // ---------------------------------------------------------------- worker: one n8n process's traffic
 
@@ -282,13 +287,22 @@ async function main() {
 	const store = await storage(config);
 	const samples = [];
 	const started = Date.now();
-	console.log('| minute | rows/s | live rows | expired waiting | size | gate claim p50 | gate claim p99 | behind | errors |\n|---|---|---|---|---|---|---|---|---|');
+	console.log('| minute | rows/s | live rows | expired waiting (most) | size | gate claim p50 | gate claim p99 | behind | errors |\n|---|---|---|---|---|---|---|---|---|');
 	while (Date.now() - started < MINUTES * 60_000) {
-		await new Promise((r) => setTimeout(r, SAMPLE_S * 1000));
+		// Expired rows come and go in a sawtooth with the purge turns (one every 10 s): one reading a
+		// sample would say where in the tooth it fell. Read every PEEK_S and keep the highest.
+		const end = Date.now() + SAMPLE_S * 1000;
+		let reading = await store.sample();
+		let waiting = reading.waiting;
+		while (Date.now() < end) {
+			await new Promise((r) => setTimeout(r, Math.min(PEEK_S * 1000, Math.max(0, end - Date.now()))));
+			reading = await store.sample();
+			waiting = Math.max(waiting, reading.waiting);
+		}
 		const { latencies, rows, behind, errors } = window;
 		window = { latencies: [], rows: 0, behind: 0, errors: 0 };
 		latencies.sort((a, b) => a - b);
-		const s = { minute: (Date.now() - started) / 60_000, rate: rows / SAMPLE_S, ...(await store.sample()), p50: percentile(latencies, 50), p99: percentile(latencies, 99), behind, errors };
+		const s = { minute: (Date.now() - started) / 60_000, rate: rows / SAMPLE_S, ...reading, waiting, p50: percentile(latencies, 50), p99: percentile(latencies, 99), behind, errors };
 		samples.push(s);
 		console.log(`| ${s.minute.toFixed(1)} | ${Math.round(s.rate)} | ${s.live} | ${s.waiting} | ${mb(s.bytes)} | ${s.p50.toFixed(2)} ms | ${s.p99.toFixed(2)} ms | ${behind} | ${errors} |`);
 	}
@@ -321,7 +335,7 @@ function chart(samples, title) {
 		['live rows', (s) => s.live, (v) => Math.round(v).toLocaleString('en')],
 		['expired rows waiting', (s) => s.waiting, (v) => Math.round(v).toLocaleString('en')],
 		['size (MB)', (s) => s.bytes / 1048576, (v) => v.toFixed(1)],
-		['claim p50 / p99 (ms)', (s) => s.p99, (v) => v.toFixed(1), (s) => s.p50],
+		['gate claim p99 (red), p50 (blue), ms', (s) => s.p99, (v) => v.toFixed(1), (s) => s.p50],
 	];
 	const W = 360;
 	const H = 150;
@@ -350,26 +364,11 @@ function chart(samples, title) {
 	return parts.join('\n');
 }
 
-/** node:sqlite is in Node 22.13 and later: on an older Node the Built-in soak reruns itself on Node 24 (scripts/n8n-runtime.sh node). */
-function rerunOnNode24() {
-	const { execFileSync, spawnSync } = require('child_process');
-	const printed = execFileSync('bash', [path.join(__dirname, '..', 'scripts', 'n8n-runtime.sh'), 'node'], { env: { ...process.env, N8N_VERSION: '2.41.1' }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-	const node = /^N8N_RUNTIME_NODE=(.*)$/m.exec(printed)?.[1];
-	if (!node) throw new Error(`scripts/n8n-runtime.sh node printed no Node:\n${printed}`);
-	process.exit(spawnSync(node, [__filename, ...process.argv.slice(2)], { stdio: 'inherit' }).status ?? 1);
-}
-
-const hasSqlite = (() => {
-	try {
-		require('node:sqlite');
-		return true;
-	} catch {
-		return false;
-	}
-})();
-
-if (BACKEND === 'builtin' && !hasSqlite) {
-	rerunOnNode24();
+if (BACKEND === 'builtin' && !hasSqlite()) {
+	// node:sqlite is in Node 22.13 and later: on an older Node the Built-in soak reruns itself on Node 24.
+	const node = nodeWithSqlite();
+	if (!node) throw new Error('the Built-in soak needs Node 22.13+ (scripts/n8n-runtime.sh node printed none)');
+	process.exit(require('child_process').spawnSync(node, [__filename, ...process.argv.slice(2)], { stdio: 'inherit' }).status ?? 1);
 } else if (process.argv[2] === '--worker') {
 	worker(JSON.parse(process.argv[3])).catch((error) => {
 		console.error(error);
