@@ -5,7 +5,8 @@ import type { AutoPurgeOptions } from './types';
  * up to 50 batches of 2,000 rows while each comes back full, so one process deletes up to 10,000
  * expired rows a second, ten times the steady rate it is built for, and a backlog left by an older
  * version goes in turns of 100,000 rows. A batch of 2,000 holds its row locks for tens of
- * milliseconds, so claims meanwhile wait on the CPU at most, never on the purge.
+ * milliseconds, and only on expired rows: a claim waits on it only for a key it claims again at
+ * the moment its expired row is being deleted.
  */
 export const DEFAULT_AUTO_PURGE: Required<AutoPurgeOptions> = { everyMs: 10_000, batch: 2_000, maxBatches: 50 };
 
