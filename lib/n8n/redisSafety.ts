@@ -21,6 +21,11 @@ export const ACCEPT_KEY_LOSS_NAME = 'I Accept That This Redis May Lose Keys';
 
 const CONSEQUENCE =
 	'A key the ledger loses is a message it forgets: the next run sends it again, with a new Idempotency-Key.';
+/** What a lost key costs a Prompt Cache: no message is sent twice, but an answer is paid for again. */
+const CACHE_CONSEQUENCE = 'A key the ledger loses is an answer it forgets: the next identical prompt is paid for again.';
+
+/** Whether `nodeType` is one of the two Prompt Cache nodes, which keep answers, not sends. */
+const isCacheNode = (nodeType: string) => /\.promptCache(ChatModel)?$/.test(nodeType);
 
 /**
  * The ledger Redis can lose keys and the credential does not accept it. Not "unavailable": the
@@ -29,28 +34,29 @@ const CONSEQUENCE =
 export class UnsafeRedisError extends LedgerError {}
 
 /** What is wrong with a Redis that may lose keys, and what to do (the credential Test says both). */
-export function unsafeRedisFinding(report: RedisSafety): { message: string; advice: string } {
+export function unsafeRedisFinding(report: RedisSafety, consequence = CONSEQUENCE): { message: string; advice: string } {
 	const settings = [...new Set(report.risks.map((r) => r.setting))].join(' and ');
 	return {
 		message: `The ledger Redis can lose keys (${settings}). ${describeRisks(report.risks)}`,
-		advice: `${CONSEQUENCE} Change the setting and run again. To use this Redis anyway, turn on "${ACCEPT_KEY_LOSS_NAME}" in the ledger credential; every run then warns.`,
+		advice: `${consequence} Change the setting and run again. To use this Redis anyway, turn on "${ACCEPT_KEY_LOSS_NAME}" in the ledger credential; every run then warns.`,
 	};
 }
 
-/** The error a node fails with on a Redis that may lose keys. */
-export function unsafeRedisError(report: RedisSafety): UnsafeRedisError {
-	const { message, advice } = unsafeRedisFinding(report);
-	return new UnsafeRedisError(message, `Nothing was let through or sent. ${advice}`);
+/** The error a node of type `nodeType` fails with on a Redis that may lose keys. */
+export function unsafeRedisError(report: RedisSafety, nodeType = ''): UnsafeRedisError {
+	const cache = isCacheNode(nodeType);
+	const { message, advice } = unsafeRedisFinding(report, cache ? CACHE_CONSEQUENCE : CONSEQUENCE);
+	return new UnsafeRedisError(message, `${cache ? 'Nothing was read from the cache or stored in it.' : 'Nothing was let through or sent.'} ${advice}`);
 }
 
 /** The warning of a run on a Redis that may lose keys, accepted in the credential. */
-export function acceptedRiskWarning(report: RedisSafety): string {
-	return `The ledger Redis can lose keys, and the credential accepts that ("${ACCEPT_KEY_LOSS_NAME}"). ${describeRisks(report.risks)} ${CONSEQUENCE}`;
+export function acceptedRiskWarning(report: RedisSafety, nodeType = ''): string {
+	return `The ledger Redis can lose keys, and the credential accepts that ("${ACCEPT_KEY_LOSS_NAME}"). ${describeRisks(report.risks)} ${isCacheNode(nodeType) ? CACHE_CONSEQUENCE : CONSEQUENCE}`;
 }
 
 /** The warning of a run on a Redis whose settings could not all be read. */
-export function unknownSettingsWarning(report: RedisSafety): string {
-	return `Could not check that the ledger Redis keeps its keys: ${report.unknown.join('; ')}. ${CONSEQUENCE}`;
+export function unknownSettingsWarning(report: RedisSafety, nodeType = ''): string {
+	return `Could not check that the ledger Redis keeps its keys: ${report.unknown.join('; ')}. ${isCacheNode(nodeType) ? CACHE_CONSEQUENCE : CONSEQUENCE}`;
 }
 
 /**
@@ -59,10 +65,11 @@ export function unknownSettingsWarning(report: RedisSafety): string {
  */
 export async function checkRedisForRun(ctx: IExecuteFunctions, settings: RedisSettings, accepted: boolean): Promise<void> {
 	const report = await redisSafety(settings);
-	if (report.risks.length > 0 && !accepted) throw unsafeRedisError(report);
+	const nodeType = ctx.getNode().type;
+	if (report.risks.length > 0 && !accepted) throw unsafeRedisError(report, nodeType);
 	const warnings = [
-		...(report.risks.length > 0 ? [acceptedRiskWarning(report)] : []),
-		...(report.unknown.length > 0 ? [unknownSettingsWarning(report)] : []),
+		...(report.risks.length > 0 ? [acceptedRiskWarning(report, nodeType)] : []),
+		...(report.unknown.length > 0 ? [unknownSettingsWarning(report, nodeType)] : []),
 	];
 	for (const message of warnings) {
 		ctx.addExecutionHints({ message, type: 'warning', location: 'outputPane' });

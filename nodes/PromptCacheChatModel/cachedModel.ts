@@ -1,6 +1,7 @@
 import { randomUUID } from 'crypto';
 
 import { leaseLive } from '../../lib/ledger/claims';
+import { LedgerError, LedgerUnavailableError } from '../../lib/ledger/errors';
 import { promptHash, type PromptHash, type PromptInput } from '../../lib/ledger/promptHash';
 import type { CountIncrement, Ledger, LedgerRecord } from '../../lib/ledger/types';
 import { isStoredEntry, type StoredEntry } from '../PromptCache/common';
@@ -68,8 +69,11 @@ export interface CacheHost {
 	report(call: CallReport, error?: unknown): void;
 	/** A warning for the run and n8n's log. */
 	warn(message: string): void;
-	/** The error to throw when the ledger is down and the builder asked to stop. */
-	ledgerDown(error: unknown): Error;
+	/**
+	 * The error that stops the agent: the ledger is down and the builder asked to stop (`refused`
+	 * false), or the ledger answered and refused, e.g. a Redis that can lose keys (`refused` true).
+	 */
+	stopError(error: unknown, refused: boolean): Error;
 	/**
 	 * Optional: hands counts to be written after the call answered, with other calls' counts, when
 	 * the execution ends (lib/n8n/countBuffer.ts). Without it each call writes its counts itself.
@@ -195,7 +199,14 @@ type Plan =
 	/** Ask the model and store the answer under the reservation `fence`. */
 	| { kind: 'compute'; fence: number | null; holder: string; reason: string; shadow?: { wouldHit: boolean } }
 	/** Ask the model; store nothing. */
-	| { kind: 'uncached'; reason: string; shadow?: { wouldHit: boolean; cached?: string }; warning?: string; bypassed?: true };
+	| { kind: 'uncached'; reason: string; shadow?: { wouldHit: boolean; cached?: string }; warning?: string; bypassed?: true; ledgerDown?: true };
+
+/**
+ * A ledger that answered and refused (a Redis that can lose keys, a Built-in ledger in queue
+ * mode, a setting it cannot take) is not down: the call stops whatever "Stop if the Ledger Is
+ * Down" says, as every other node of the package fails closed there.
+ */
+const refusedByLedger = (error: unknown) => error instanceof LedgerError && !(error instanceof LedgerUnavailableError);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -301,11 +312,18 @@ class ChatCache {
 		try {
 			return { key, plan: await this.reserve(key), core: verdict.core };
 		} catch (error) {
-			if (s.failClosed) throw this.host.ledgerDown(error);
+			const refused = refusedByLedger(error);
+			if (refused || s.failClosed) {
+				// Shown on this node's run, where the reason is, not only on the agent.
+				const stop = this.host.stopError(error, refused);
+				this.host.report({ outcome: 'uncached', reason: stop.message, promptHash: key.hash, namespace: s.namespace, model: key.envelope.model, keyReceipt: key.receipt }, stop);
+				throw stop;
+			}
 			return {
 				key,
 				plan: {
 					kind: 'uncached',
+					ledgerDown: true,
 					reason: 'the ledger could not be reached; the model was asked uncached',
 					warning: `The ledger could not be reached, so a model call went uncached (the agent was not stopped; turn on "Stop if the Ledger Is Down" to stop instead): ${(error as Error).message}`,
 				},
@@ -453,7 +471,7 @@ class ChatCache {
 					reason = plan.shadow ? 'Shadow mode: not cached yet; the answer was stored' : 'not cached yet; the answer was stored';
 				} else reason = 'the reservation lapsed before the model answered (raise "Answer Expected Within"); another call\'s answer is kept';
 			} catch (e) {
-				if (this.settings.failClosed) throw this.host.ledgerDown(e);
+				if (this.settings.failClosed || refusedByLedger(e)) throw this.host.stopError(e, refusedByLedger(e));
 				warnings.push(`The answer could not be stored (the ledger did not answer: ${(e as Error).message}); the agent got it anyway.`);
 				reason = 'the ledger did not answer; the answer was not stored';
 			}
@@ -481,6 +499,8 @@ class ChatCache {
 	}
 
 	private async countMiss(plan: Exclude<Plan, { kind: 'hit' }>, sameAsCached: boolean | null): Promise<void> {
+		// The call already warned that the ledger is down: a second warning about its counts says nothing new.
+		if (plan.kind === 'uncached' && plan.ledgerDown) return;
 		const bypassed = plan.kind === 'uncached' && plan.bypassed === true;
 		await this.count({
 			shadowCompared: sameAsCached === null ? 0 : 1,

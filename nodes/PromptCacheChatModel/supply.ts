@@ -91,8 +91,9 @@ export function hostFor(ctx: ISupplyDataFunctions): CacheHost {
 			ctx.addExecutionHints({ message, type: 'warning', location: 'outputPane' });
 		},
 		countLater: (ledger, counts) => deferCounts(asExecute(ctx), ledger, counts),
-		ledgerDown: (error) => {
+		stopError: (error, refused) => {
 			const base = toNodeError(node, error);
+			if (refused) return base;
 			return new NodeOperationError(node, base.message, {
 				description: '"Stop if the Ledger Is Down" is on, so the model was not asked. Check the ledger credential and that the ledger is running, or turn the option off to have the model asked uncached while the ledger is down.',
 			});

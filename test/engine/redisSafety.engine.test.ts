@@ -13,12 +13,14 @@ import { closeAllRedisLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
+import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { node, runWorkflow } from '../support/engine';
 import { SAFE_REDIS, describeIfRedisServer, startRedis, type ThrowawayRedis } from '../support/throwawayRedis';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
 const SEND = 'n8n-nodes-idempotency.guardedSend';
 const MARK = 'n8n-nodes-idempotency.markStepDone';
+const CACHE = 'n8n-nodes-idempotency.promptCache';
 
 /** Deletes every ledger row (`{idem:ns}:r:...`) on the server, as eviction does; returns how many. */
 function evictRows(server: ThrowawayRedis): number {
@@ -107,7 +109,7 @@ describeIfRedisServer('Redis eviction and persistence in the engine')('engine: a
 	const run = (flow: ReturnType<typeof gateFlow>, credentials: object, evictOn?: ThrowawayRedis) =>
 		runWorkflow(flow, {
 			credentials: credentials as never,
-			nodeTypes: { [GATE]: new DedupeGate(), [SEND]: new GuardedSend(), [MARK]: new MarkStepDone(), 'test.evictRows': evictRowsFixture(() => evictOn) },
+			nodeTypes: { [GATE]: new DedupeGate(), [SEND]: new GuardedSend(), [MARK]: new MarkStepDone(), [CACHE]: new PromptCache(), 'test.evictRows': evictRowsFixture(() => evictOn) },
 		});
 
 	test('eviction under maxmemory: the gate fails closed, naming maxmemory-policy and its fix; nothing is let through', async () => {
@@ -117,6 +119,16 @@ describeIfRedisServer('Redis eviction and persistence in the engine')('engine: a
 		expect(error?.message).toContain('CONFIG SET maxmemory-policy noeviction');
 		expect((error as { description?: string })?.description).toMatch(/^Nothing was let through or sent\..*turn on "I Accept That This Redis May Lose Keys" in the ledger credential/);
 		expect(result.outputs('Gate')).toEqual([]);
+	});
+
+	test('Prompt Cache fails closed too, in its own words: an answer paid for again, not a message sent again', async () => {
+		const flow = gateFlow([{ prompt: 'hello' }]);
+		flow.nodes[1] = node('Gate', CACHE, { backend: 'redis', operation: 'lookup', promptSource: 'text', model: 'gpt-4o-mini', prompt: '={{ $json.prompt }}' });
+		const result = await run(flow, creds(evicting));
+		const error = result.nodeError('Gate') as { message?: string; description?: string } | undefined;
+		expect(error?.message).toMatch(/^The ledger Redis can lose keys \(maxmemory-policy\)/);
+		expect(error?.description).toMatch(/^Nothing was read from the cache or stored in it\. A key the ledger loses is an answer it forgets: the next identical prompt is paid for again\./);
+		expect(error?.description).not.toMatch(/sen[dt]/);
 	});
 
 	test('"Let Items Through if the Ledger Is Down" does not apply: the Redis answers, and still fails closed', async () => {

@@ -14,6 +14,7 @@ import { ChatGenerationChunk, type ChatResult } from '@langchain/core/outputs';
 
 import { LedgerUnavailableError } from '../../lib/ledger/errors';
 import type { Ledger } from '../../lib/ledger/types';
+import { UnsafeRedisError } from '../../lib/n8n/redisSafety';
 import { CHAT_CACHE_STEP, installChatCache, type CacheHost, type CallReport, type ChatCacheSettings } from '../../nodes/PromptCacheChatModel/cachedModel';
 import { promptCacheStats } from '../../nodes/PromptCache/stats';
 import { bouncerUrl, describeIfPgBouncer, freshPostgresLedger } from '../support/db';
@@ -137,7 +138,7 @@ function host(ledger: () => Promise<Ledger> = async () => fx.ledger): TestHost {
 			if (error !== undefined) errors.push(error);
 		},
 		warn: (message) => warnings.push(message),
-		ledgerDown: (error) => new Error(`ledger down: ${(error as Error).message}`),
+		stopError: (error, refused) => new Error(`${refused ? 'refused' : 'ledger down'}: ${(error as Error).message}`),
 	};
 }
 
@@ -320,6 +321,32 @@ function chatCacheSuite(open: () => Promise<{ ledger: Ledger; dispose(): Promise
 		const closed = cached(settings({ failClosed: true }), host(down));
 		await expect(closed.invoke([new HumanMessage('outage')])).rejects.toThrow('ledger down: connect ECONNREFUSED');
 		expect(closed.calls).toHaveLength(0);
+	});
+
+	test('ledger outage: one warning per call, not a second one about its stats; "Stop if the Ledger Is Down" shows the error on this node\'s run', async () => {
+		const down = async (): Promise<Ledger> => {
+			throw new LedgerUnavailableError('connect ECONNREFUSED 127.0.0.1:1', 'Check the host.');
+		};
+		const h = host(down);
+		await cached(settings(), h).invoke([new HumanMessage('outage, counted')]);
+		expect(h.warnings).toHaveLength(1);
+		expect(h.warnings[0]).toContain('The ledger could not be reached');
+
+		const stopped = host(down);
+		await expect(cached(settings({ failClosed: true }), stopped).invoke([new HumanMessage('outage, stopped')])).rejects.toThrow('ledger down');
+		expect(stopped.errors.map((e) => (e as Error).message)).toEqual([expect.stringContaining('ledger down: connect ECONNREFUSED')]);
+	});
+
+	test('a ledger that answers and refuses (a Redis that can lose keys) stops the call, whatever "Stop if the Ledger Is Down" says: the model is not asked', async () => {
+		const refusing = async (): Promise<Ledger> => {
+			throw new UnsafeRedisError('The ledger Redis can lose keys (maxmemory-policy).', 'Nothing was read from the cache or stored in it.');
+		};
+		const h = host(refusing);
+		const model = cached(settings({ failClosed: false }), h);
+		await expect(model.invoke([new HumanMessage('unsafe')])).rejects.toThrow('refused: The ledger Redis can lose keys');
+		expect(model.calls).toHaveLength(0);
+		expect(h.warnings).toEqual([]);
+		expect(h.errors).toHaveLength(1);
 	});
 
 	test('shadow mode: every call asks the model; Get Stats counts what would have been answered and whether it differed', async () => {
