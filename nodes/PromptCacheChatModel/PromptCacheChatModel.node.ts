@@ -31,7 +31,8 @@ export class PromptCacheChatModel implements INodeType {
 		defaults: { name: 'Prompt Cache Chat Model' },
 		codex: {
 			categories: ['AI'],
-			subcategories: { AI: ['Language Models'] },
+			// As n8n's own chat models: the editor's AI views list a sub-node only where these put it.
+			subcategories: { AI: ['Language Models', 'Root Nodes'], 'Language Models': ['Chat Models (Recommended)'] },
 			resources: {
 				primaryDocumentation: [{ url: 'https://github.com/n8n-nodes-idempotency/n8n-nodes-idempotency/blob/main/docs/nodes/prompt-cache-chat-model.md' }],
 			},

@@ -13,13 +13,11 @@
  * New, In Progress, New. The second part of the test runs that setting to show the difference is
  * the default's, not the test's.
  */
-import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 
-import { chromium, type BrowserContext } from 'playwright-core';
-
+import { inEditor as openEditor } from './support/editor';
 import { startN8n, nodeOutput, type N8nInstance } from './support/n8n';
 import { ledgerCredentialData, LedgerTables, loadExample, nodeNamed, uniqueLedgerTable, type ExampleWorkflow } from './support/standIns';
 
@@ -37,9 +35,6 @@ function gateOutcome(run: unknown): string {
 	return hits[0];
 }
 
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-/** The page's document, inside functions that run in the browser (the tests compile without the DOM library). */
-declare const document: { querySelectorAll(selector: string): ArrayLike<{ textContent: string | null }> };
 
 describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n', () => {
 	let n8n: N8nInstance | undefined;
@@ -58,33 +53,7 @@ describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n
 		await ledger.drop();
 	});
 
-	/** Opens `route` in headless Chromium, logged in as the owner; skips (or fails under CI) without Chromium. */
-	async function inEditor(route: string, use: (page: import('playwright-core').Page) => Promise<void>): Promise<void> {
-		if (!fs.existsSync(CHROMIUM)) {
-			if (process.env.CI === 'true') throw new Error(`No Chromium at ${CHROMIUM}: install Debian's chromium package (.ci/run does) or set CHROMIUM`);
-			console.warn(`[skip] editor part of the quick start: no Chromium at ${CHROMIUM} (install Debian's chromium package, or set CHROMIUM)`);
-			return;
-		}
-		const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'quickstart-chromium-'));
-		let browser: BrowserContext | undefined;
-		try {
-			browser = await chromium.launchPersistentContext(userDataDir, {
-				executablePath: CHROMIUM,
-				headless: true,
-				args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-				viewport: { width: 1280, height: 800 },
-			});
-			const [name, value] = cookie.split(/=(.*)/s);
-			await browser.addCookies([{ name, value, url: n8n!.baseUrl }]);
-			const page = browser.pages()[0] ?? (await browser.newPage());
-			page.setDefaultTimeout(120_000);
-			await page.goto(`${n8n!.baseUrl}${route}`, { waitUntil: 'domcontentloaded' });
-			await use(page);
-		} finally {
-			await browser?.close().catch(() => undefined);
-			fs.rmSync(userDataDir, { recursive: true, force: true });
-		}
-	}
+	const inEditor = (route: string, use: (page: import('playwright-core').Page) => Promise<void>) => openEditor(n8n!, cookie, route, use);
 
 	/**
 	 * Clicks "Execute workflow" once the editor is idle (the button enabled and not busy with the
@@ -170,37 +139,6 @@ describe('e2e: the README quick start (examples/hello-dedupe.json) in a real n8n
 			// An editor run keeps to its test namespace, so the production key is untouched.
 			const rows = await ledger.rows();
 			expect(rows.map((r) => [r.namespace, r.key, r.status])).toEqual([[`editor-test:workflow:${id}`, 'order-1', 'completed']]);
-		});
-	});
-
-	test('the node panel finds the nodes by the words a newcomer types', async () => {
-		await inEditor('/workflow/new', async (page) => {
-			await page.locator('[data-test-id="node-creator-plus-button"]').click();
-			const search = page.locator('[data-test-id="node-creator-search-bar"] input, input[data-test-id="node-creator-search-bar"]').first();
-			const expected: Array<[string, string[]]> = [
-				['prompt', ['Prompt Cache']],
-				['cache', ['Prompt Cache']],
-				['LLM', ['Prompt Cache']],
-				['dedupe', ['Dedupe Gate']],
-				['remove duplicates', ['Dedupe Gate']],
-				['idempotency', ['Dedupe Gate', 'Mark Step Done', 'Guarded Send', 'Idempotency Ledger']],
-			];
-			for (const [term, names] of expected) {
-				await search.fill(term);
-				// The list follows the typing after a debounce: wait for the names, then read what it shows.
-				await page
-					.waitForFunction(
-						(want) => {
-							const shown = Array.from(document.querySelectorAll('[data-test-id="node-creator-item-name"]')).map((e) => e.textContent?.trim());
-							return want.every((name) => shown.includes(name));
-						},
-						names,
-						{ timeout: 15_000 },
-					)
-					.catch(() => undefined);
-				const shown = (await page.locator('[data-test-id="node-creator-item-name"]').allTextContents()).map((t) => t.trim());
-				for (const name of names) expect({ term, name, found: shown.includes(name) }).toEqual({ term, name, found: true });
-			}
 		});
 	});
 
