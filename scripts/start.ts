@@ -31,6 +31,7 @@ import { childEnv, ensureRuntime, freePort, installPackage, PACKAGE_NAME, repoRo
 const { NEWEST } = require('../test/e2e/support/matrix.js') as { NEWEST: string };
 
 const LEDGER_CREDENTIAL = 'Idempotency Ledger';
+const QUICK_START = 'hello-dedupe.json';
 const DEFAULT_LOCAL_PG = 'postgres://postgres@127.0.0.1:5432/postgres';
 
 interface DbLocal {
@@ -56,6 +57,30 @@ interface State {
 }
 
 const say = (line: string) => process.stdout.write(`[npm start] ${line}\n`);
+
+const started = Date.now();
+const elapsed = () => {
+	const s = Math.round((Date.now() - started) / 1000);
+	return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
+};
+/** The installer's phase lines, each with the time since `npm start` began; `still …` every 30 s in between. */
+const progress = {
+	current: '',
+	phase(line: string) {
+		this.current = line.replace(/ \(.*$/, '');
+		say(`${elapsed()}  ${line}`);
+	},
+};
+async function withProgress<T>(work: () => Promise<T>): Promise<T> {
+	const timer = setInterval(() => {
+		if (progress.current) say(`${elapsed()}  still at: ${progress.current}`);
+	}, 30_000);
+	try {
+		return await work();
+	} finally {
+		clearInterval(timer);
+	}
+}
 
 class StartError extends Error {}
 
@@ -329,8 +354,9 @@ async function main() {
 	buildIfStale();
 	process.env.N8N_VERSION = NEWEST;
 	const cached = path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'n8n-nodes-idempotency', `n8n-${NEWEST}`, 'node_modules', '.package-lock.json');
-	if (!process.env.N8N_RUNTIME_DIR && !fs.existsSync(cached)) say(`installing n8n ${NEWEST} and Node 24 once (about 5 minutes, 2.9 GB, under ~/.cache/n8n-nodes-idempotency)`);
-	const runtime = await ensureRuntime();
+	const cold = !process.env.N8N_RUNTIME_DIR && !fs.existsSync(cached);
+	if (cold) say(`installing n8n ${NEWEST} and Node 24 once (5 to 9 minutes, 3.1 GB, under ~/.cache/n8n-nodes-idempotency): a download of about 1,900 packages, then sqlite3 compiled from C for n8n's AI nodes`);
+	const runtime = await withProgress(() => ensureRuntime((line) => progress.phase(line)));
 	await installIfStale();
 
 	// n8n's own database.
@@ -469,7 +495,11 @@ async function main() {
 		saveState(state);
 	}
 	state.imported ??= {};
-	const files = fs.readdirSync(path.join(repoRoot, 'examples')).filter((f) => f.endsWith('.json')).sort();
+	// hello-dedupe last: the editor lists workflows newest first, so the quick start's flow is the first a person sees.
+	const files = fs
+		.readdirSync(path.join(repoRoot, 'examples'))
+		.filter((f) => f.endsWith('.json'))
+		.sort((a, b) => Number(a === QUICK_START) - Number(b === QUICK_START) || a.localeCompare(b));
 	const added: string[] = [];
 	for (const file of files) {
 		if (state.imported[file]) continue;
@@ -495,8 +525,9 @@ async function main() {
 			`  log in as   ${owner.email}`,
 			`  password    ${owner.password}`,
 			`  first try   the workflow "hello-dedupe": Execute workflow twice gives New, then Duplicate`,
+			`  n8n         pid ${n8n?.pid}, log ${logFile}`,
 			`  n8n CLI     set -a; . ${path.join(home, 'n8n.env')}; set +a`,
-			'  Ctrl-C stops n8n' + (db.mode === 'embedded' ? ' and the embedded PostgreSQL' : '') + '; `npm start -- --fresh` starts over.',
+			`  Ctrl-C, or SIGINT or SIGTERM to npm start (pid ${process.env.npm_lifecycle_event ? process.ppid : process.pid}), stops n8n` + (db.mode === 'embedded' ? ' and the embedded PostgreSQL' : '') + '; `npm start -- --fresh` starts over.',
 			'',
 		].join('\n') + '\n',
 	);
@@ -515,9 +546,15 @@ process.on('exit', () => {
 	if (alive(postgres)) postgres.kill('SIGQUIT'); // immediate shutdown; the next start recovers
 });
 
+// Ctrl-C reaches this script twice (the terminal's process group, then npm forwarding it; the
+// script runs as npm's child by `exec`, see package.json): stopAll runs once. Then the script ends
+// by the same signal, so npm and the shell report it as such (^C, status 130).
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 	process.on(signal, () => {
-		void stopAll().then(() => process.exit(0));
+		void stopAll().then(() => {
+			process.removeAllListeners(signal);
+			process.kill(process.pid, signal);
+		});
 	});
 }
 

@@ -5,8 +5,10 @@
  * start prints the owner account, and the package's node types, the ledger credential and the
  * imported quick-start workflow work: hello-dedupe gives New, then Duplicate. A second start
  * reuses all of it (and installs the package again, dist/ being newer); `npm start -- --fresh` makes
- * a new owner, credential and workflows. Ctrl-C (SIGINT to the process group, as a terminal sends it) leaves no process
- * of it behind: npm, the script, n8n, its task runner, the embedded PostgreSQL.
+ * a new owner, credential and workflows; hello-dedupe is the first workflow the editor lists. Each
+ * start is stopped another way, and none leaves a process of it behind (npm, the script, n8n, its
+ * task runner, the embedded PostgreSQL): Ctrl-C (SIGINT to the process group, as a terminal sends
+ * it), then SIGTERM and SIGINT to npm's pid alone, each within 5 s with the editor's port free.
  *
  * It always starts the newest n8n of the matrix, so it runs in that version's suite only.
  */
@@ -118,6 +120,21 @@ class NpmStart {
 		return code;
 	}
 
+	/**
+	 * `kill -<signal> <pid of npm>`, as a process manager or a script stops it (not the process
+	 * group): resolves with the milliseconds until every process of `tree` has gone and `port` is
+	 * free, or with Infinity after 10 s.
+	 */
+	async signalNpm(signal: 'SIGINT' | 'SIGTERM', tree: Proc[], port: number): Promise<number> {
+		const sent = Date.now();
+		process.kill(this.child.pid!, signal);
+		while (Date.now() - sent < 10_000) {
+			if (tree.filter(stillThere).length === 0 && !(await portAnswers(port))) return Date.now() - sent;
+			await new Promise((r) => setTimeout(r, 100));
+		}
+		return Infinity;
+	}
+
 	/** Every process below npm now (n8n and the embedded PostgreSQL run in process groups of their own); kept for kill(). */
 	processes(): Proc[] {
 		const now = descendants(this.child.pid!);
@@ -141,6 +158,18 @@ class NpmStart {
 			}
 		}
 	}
+}
+
+/** Whether something accepts connections on 127.0.0.1:`port`. */
+function portAnswers(port: number): Promise<boolean> {
+	return new Promise((resolve) => {
+		const socket = net.connect(port, '127.0.0.1');
+		socket.once('connect', () => {
+			socket.destroy();
+			resolve(true);
+		});
+		socket.once('error', () => resolve(false));
+	});
 }
 
 function request(method: string, url: string, body?: unknown, cookie?: string): Promise<{ status: number; body: any; cookies: string[] }> {
@@ -231,6 +260,9 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 		const examples = fs.readdirSync(path.join(repoRoot, 'examples')).filter((f) => f.endsWith('.json'));
 		expect(workflows).toHaveLength(examples.length);
 		const hello = workflows.find((w) => w.name === 'hello-dedupe')!;
+		// First in the editor's list, which shows the last updated first.
+		const listed = (await request('GET', `${base}/rest/workflows?sortBy=updatedAt:desc`, undefined, cookie)).body.data as Array<{ name: string }>;
+		expect(listed[0].name).toBe('hello-dedupe');
 		const gate = ((await request('GET', `${base}/rest/workflows/${hello.id}`, undefined, cookie)).body.data.nodes as Array<{ name: string; credentials?: any }>).find((n) => n.name === 'Dedupe Gate')!;
 		expect(gate.credentials.idempotencyPostgresApi.id).toBe(ledger!.id);
 
@@ -293,10 +325,13 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 		const cookie2 = login2.cookies.find((c) => c.startsWith('n8n-auth='))!;
 		const workflows2 = (await request('GET', `${base2}/rest/workflows`, undefined, cookie2)).body.data as Array<{ id: string }>;
 		expect(workflows2.map((w) => w.id).sort()).toEqual(workflows.map((w) => w.id).sort());
+		// SIGTERM to npm's pid alone (not Ctrl-C's process group): n8n and the embedded PostgreSQL stop within 5 s.
+		const n8nPid = Number((await second.waitFor(/n8n\s+pid (\d+), log (\S+)/, 1000))[1]);
 		const tree2 = second.processes();
-		expect(await second.interrupt()).toBe('SIGINT');
+		expect(tree2.map((p) => p.pid)).toContain(n8nPid);
+		const stoppedIn = await second.signalNpm('SIGTERM', tree2, Number(new URL(url2).port));
+		expect({ signal: 'SIGTERM', stoppedIn, within5s: stoppedIn <= 5_000 }).toMatchObject({ within5s: true });
 		expect(second.out).toContain('stopping the embedded PostgreSQL');
-		expect(tree2.filter(stillThere).map((p) => p.cmd)).toEqual([]);
 		expect(namingAnyOf([home, dataDir])).toEqual([]);
 
 		// `npm start -- --fresh`: a new owner, credential and workflows on a new embedded cluster.
@@ -313,8 +348,9 @@ describeNewest('npm start: the package in a real n8n, in one command', () => {
 		const workflows3 = (await request('GET', `${url3.replace('localhost', '127.0.0.1')}/rest/workflows`, undefined, cookie3)).body.data as Array<{ id: string }>;
 		expect(workflows3).toHaveLength(examples.length);
 		const tree3 = third.processes();
-		expect(await third.interrupt()).toBe('SIGINT');
-		expect(tree3.filter(stillThere).map((p) => p.cmd)).toEqual([]);
+		const stoppedIn3 = await third.signalNpm('SIGINT', tree3, Number(new URL(url3).port));
+		console.log(`npm start stopped: SIGTERM to npm's pid in ${stoppedIn} ms, SIGINT to it in ${stoppedIn3} ms`);
+		expect({ signal: 'SIGINT', stoppedIn: stoppedIn3, within5s: stoppedIn3 <= 5_000 }).toMatchObject({ within5s: true });
 		expect(namingAnyOf([home, dataDir])).toEqual([]);
 	}, 300_000);
 });

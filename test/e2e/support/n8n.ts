@@ -50,11 +50,14 @@ export const majorOf = (runtime: N8nRuntime) => Number(runtime.version.split('.'
 /** The AI Agent node's newest typeVersion on the n8n of this run (N8N_VERSION): 3.1 on 2.x; 1.123.81 has 3 at most. */
 export const agentTypeVersion = (): number => (Number((process.env.N8N_VERSION ?? '2').split('.')[0]) >= 2 ? 3.1 : 3);
 
-/** Installs Node 24 and n8n on first use (minutes, cold), else returns the cached paths (~0.1 s). */
-export function ensureRuntime(): Promise<N8nRuntime> {
+/**
+ * Installs Node 24 and n8n on first use (minutes, cold), else returns the cached paths (~0.1 s).
+ * `onProgress` gets each `[n8n-runtime]` line of the installer as it comes (npm start shows them).
+ */
+export function ensureRuntime(onProgress?: (line: string) => void): Promise<N8nRuntime> {
 	runtimePromise ??= new Promise<N8nRuntime>((resolve, reject) => {
 		const script = path.join(repoRoot, 'scripts', 'n8n-runtime.sh');
-		execFile('bash', [script], { maxBuffer: 64 * 1024 * 1024, timeout: 45 * 60_000 }, (error, stdout, stderr) => {
+		const child = execFile('bash', [script], { maxBuffer: 64 * 1024 * 1024, timeout: 45 * 60_000 }, (error, stdout, stderr) => {
 			if (error) {
 				reject(new Error(`${script} failed (${error.message}):\n${tail(stderr, 40)}`));
 				return;
@@ -76,6 +79,14 @@ export function ensureRuntime(): Promise<N8nRuntime> {
 				version: vars.N8N_RUNTIME_VERSION,
 			});
 		});
+		if (onProgress) {
+			let partial = '';
+			child.stderr?.on('data', (chunk: Buffer) => {
+				const lines = (partial + chunk.toString('utf8')).split('\n');
+				partial = lines.pop() ?? '';
+				for (const line of lines) if (line.startsWith('[n8n-runtime] ')) onProgress(line.slice('[n8n-runtime] '.length));
+			});
+		}
 	});
 	runtimePromise.catch(() => (runtimePromise = undefined));
 	return runtimePromise;
