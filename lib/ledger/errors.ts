@@ -13,6 +13,13 @@ export class LedgerError extends Error {
 /** The caller passed something the ledger refuses to store. Nothing was written. */
 export class LedgerInputError extends LedgerError {}
 
+/**
+ * The ledger answers, but a setting makes it unsafe to use (a Redis that can lose keys, the
+ * Built-in ledger in queue mode). Not an outage: a node fails closed whatever its "if the ledger
+ * is down" option says, and the message names the setting to change.
+ */
+export class LedgerSettingError extends LedgerError {}
+
 /** The ledger could not be reached or used. No side effect should follow. */
 export class LedgerUnavailableError extends LedgerError {
 	constructor(

@@ -1,4 +1,4 @@
-import { LedgerError, LedgerUnavailableError } from '../ledger/errors';
+import { LedgerError, LedgerSettingError } from '../ledger/errors';
 import { DEFAULT_LEDGER_FILE, ledgerFilePath, n8nUserFolder, sqliteLedger, type SqliteSettings } from '../ledger/sqlite/connect';
 import { SqliteLedger } from '../ledger/sqlite/SqliteLedger';
 
@@ -16,10 +16,9 @@ export function builtinSettingsFrom(data: Record<string, unknown>): SqliteSettin
  */
 export function refuseQueueMode(env: NodeJS.ProcessEnv = process.env): void {
 	if (env.EXECUTIONS_MODE === 'queue') {
-		throw new LedgerUnavailableError(
-			'The Built-in ledger cannot be used while n8n runs in queue mode (EXECUTIONS_MODE=queue): workers do not share a disk, so each would keep a ledger of its own and let the same key through',
-			'Use the PostgreSQL or Redis ledger: every worker reaches the same one.',
-			'QUEUE_MODE',
+		throw new LedgerSettingError(
+			'The Built-in ledger is for a single n8n; in queue mode (EXECUTIONS_MODE=queue) use PostgreSQL or Redis. Workers do not share a disk, so each would keep a ledger of its own and let the same key through',
+			'Set "Ledger" to PostgreSQL or Redis: every worker reaches the same one.',
 		);
 	}
 }

@@ -17,8 +17,8 @@ import { POSTGRES_CREDENTIAL, postgresSettingsFrom, testPostgresConnection } fro
 import { REDIS_CREDENTIAL, redisSettingsFrom, testRedisCredential } from './redisCredential';
 import { ACCEPT_KEY_LOSS, checkRedisForRun } from './redisSafety';
 
-/** The "Ledger" selector every node starts with. Only the chosen backend's credential is shown. */
-export const backendProperty: INodeProperties = {
+/** The "Ledger" selector, without its default (see backendProperties). */
+const backendChoice: INodeProperties = {
 	displayName: 'Ledger',
 	name: 'backend',
 	type: 'options',
@@ -40,9 +40,23 @@ export const backendProperty: INodeProperties = {
 			description: 'Fast; keeps the ledger only with persistence on and key eviction off',
 		},
 	],
-	default: 'postgres',
+	default: 'builtin',
 	description: 'Where the idempotency ledger is kept',
 };
+
+/** The versions of every node: 2 is version 1 with *Ledger* defaulting to Built-in. */
+export const NODE_VERSIONS = [1, 2];
+
+/**
+ * The "Ledger" selector every node starts with. Only the chosen backend's credential is shown.
+ * Version 1 of every node defaulted to PostgreSQL, version 2 defaults to Built-in (nothing to set
+ * up). n8n does not save a parameter left at its default, so a saved node's default must never
+ * change: a workflow saved with version 1 keeps it, and its PostgreSQL ledger.
+ */
+export const backendProperties: INodeProperties[] = [
+	{ ...backendChoice, default: 'postgres', displayOptions: { show: { '@version': [1] } } },
+	{ ...backendChoice, default: 'builtin', displayOptions: { show: { '@version': [2] } } },
+];
 
 /**
  * The credential entries of the ledger, the same in every node: `credentials: ledgerCredentials`.
@@ -65,8 +79,9 @@ export const ledgerCredentials: INodeCredentialDescription[] = [
 		displayOptions: { hide: { backend: ['postgres', 'builtin', 'builtinIntoPostgres'] } },
 	},
 	{
+		// Optional: without one the Built-in ledger uses its defaults (builtinSettingsFrom).
 		name: BUILTIN_CREDENTIAL,
-		required: true,
+		required: false,
 		testedBy: 'idempotencyBuiltinApiTest',
 		displayOptions: { hide: { backend: ['postgres', 'redis', 'postgresIntoRedis', 'redisIntoPostgres'] } },
 	},
@@ -112,7 +127,9 @@ export async function openLedgerOf(ctx: IExecuteFunctions, backend: 'builtin' | 
 	if (backend === 'builtin') {
 		// Refuses queue mode, a Node.js without node:sqlite, a folder it cannot write and a network
 		// file system, before anything is claimed.
-		return await openBuiltinLedger((await ctx.getCredentials(BUILTIN_CREDENTIAL)) as Record<string, unknown>);
+		// No credential: the default file in n8n's folder, swept in the background.
+		const chosen = ctx.getNode().credentials?.[BUILTIN_CREDENTIAL];
+		return await openBuiltinLedger(chosen ? ((await ctx.getCredentials(BUILTIN_CREDENTIAL)) as Record<string, unknown>) : {});
 	}
 	if (backend === 'redis') {
 		const data = (await ctx.getCredentials(REDIS_CREDENTIAL)) as Record<string, unknown>;

@@ -11,7 +11,7 @@
  */
 import type { IExecuteFunctions } from 'n8n-workflow';
 
-import { LedgerError } from '../ledger/errors';
+import { LedgerSettingError } from '../ledger/errors';
 import { redisSafety, type RedisSettings } from '../ledger/redis/connect';
 import { describeRisks, type RedisSafety } from '../ledger/redis/safety';
 
@@ -31,7 +31,7 @@ const isCacheNode = (nodeType: string) => /\.promptCache(ChatModel)?$/.test(node
  * The ledger Redis can lose keys and the credential does not accept it. Not "unavailable": the
  * Redis answers, so a node's "let items through if the ledger is down" does not apply either.
  */
-export class UnsafeRedisError extends LedgerError {}
+export class UnsafeRedisError extends LedgerSettingError {}
 
 /** What is wrong with a Redis that may lose keys, and what to do (the credential Test says both). */
 export function unsafeRedisFinding(report: RedisSafety, consequence = CONSEQUENCE): { message: string; advice: string } {

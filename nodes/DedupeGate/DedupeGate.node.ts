@@ -9,7 +9,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
+import { backendProperties, credentialTest, ledgerCredentials, NODE_VERSIONS } from '../../lib/n8n/ledgerAccess';
 import { durationOptions, sharedNamespaceOption } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executeDedupeGate, LEASE, RETENTION } from './execute';
@@ -100,7 +100,7 @@ export class DedupeGate implements INodeType {
 		name: 'dedupeGate',
 		icon: { light: 'file:dedupeGate.svg', dark: 'file:dedupeGate.dark.svg' },
 		group: ['transform'],
-		version: 1,
+		version: NODE_VERSIONS,
 		// Short: the canvas cuts a subtitle at about 25 characters.
 		subtitle: '={{ {"auto": "done when run succeeds", "lease": "done by Mark Step Done", "seen": "done when it passes", "newer": "only newer versions"}[$parameter["mode"]] }}',
 		description: 'Let each key through once, however often a flow is retried or replayed',
@@ -109,7 +109,7 @@ export class DedupeGate implements INodeType {
 		outputs: `={{(${configuredOutputs})($parameter)}}`,
 		credentials: ledgerCredentials,
 		properties: [
-			backendProperty,
+			...backendProperties,
 			...keyProperties,
 			{
 				displayName: 'Mark Keys Done',

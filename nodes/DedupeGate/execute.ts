@@ -2,7 +2,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-wor
 
 import { fingerprint, sha256, normalize } from '../../lib/ledger/fingerprint';
 import type { ClaimMode, ClaimOutcome, ClaimRequest, FencedRow, Ledger } from '../../lib/ledger/types';
-import { LedgerInputError } from '../../lib/ledger/errors';
+import { LedgerInputError, LedgerSettingError } from '../../lib/ledger/errors';
 import { assertKey, assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { atExecutionEnd, canActAtExecutionEnd } from '../../lib/n8n/executionEnd';
@@ -25,7 +25,6 @@ import { openUnitsOf } from '../../lib/n8n/openUnits';
 import { OutputLists } from '../../lib/n8n/outputLists';
 import { namespaceReader, readDurationOption, type DurationSpec } from '../../lib/n8n/scope';
 import { skippedLedgerHint, testRunPolicy } from '../../lib/n8n/testRuns';
-import { UnsafeRedisError } from '../../lib/n8n/redisSafety';
 
 const NEW = 0;
 const DUPLICATE = 1;
@@ -304,8 +303,8 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			keepLeases(this, ledger, rows, lease, opened);
 		}
 	} catch (error) {
-		// A Redis that can lose keys answers: it is not down, and fails closed (lib/n8n/redisSafety.ts).
-		if (config.failOpen && !(error instanceof UnsafeRedisError)) {
+		// A ledger refused by a setting (a Redis that can lose keys, Built-in in queue mode) is not down: it fails closed.
+		if (config.failOpen && !(error instanceof LedgerSettingError)) {
 			this.addExecutionHints({
 				message: 'The ledger could not be reached, and "Let Items Through if the Ledger Is Down" is on: every item went to New without a duplicate check.',
 				type: 'warning',

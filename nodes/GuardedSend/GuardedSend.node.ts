@@ -8,7 +8,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
+import { backendProperties, credentialTest, NODE_VERSIONS } from '../../lib/n8n/ledgerAccess';
 import { unitKeyNamespaceOption, unitKeyProperties } from '../../lib/n8n/lineage';
 import { durationOptions } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
@@ -24,7 +24,7 @@ export class GuardedSend implements INodeType {
 		name: 'guardedSend',
 		icon: { light: 'file:guardedSend.svg', dark: 'file:guardedSend.dark.svg' },
 		group: ['output'],
-		version: 1,
+		version: NODE_VERSIONS,
 		subtitle: '={{ {"http": "HTTP request", "slack": "Slack message", "email": "Email"}[$parameter["channel"]] + " (once per key)" }}',
 		description: 'Send a Slack message, an email or an HTTP request at most once per key, even when the flow is retried or a run dies halfway',
 		defaults: { name: 'Guarded Send' },
@@ -57,7 +57,7 @@ export class GuardedSend implements INodeType {
 			},
 			{
 				name: 'idempotencyBuiltinApi',
-				required: true,
+				required: false,
 				testedBy: 'idempotencyBuiltinApiTest',
 				displayOptions: { hide: { backend: ['postgres', 'redis'] } },
 			},
@@ -104,7 +104,7 @@ export class GuardedSend implements INodeType {
 		],
 		/* eslint-enable @n8n/community-nodes/no-credential-reuse, @n8n/community-nodes/valid-credential-references, n8n-nodes-base/node-class-description-credentials-name-unsuffixed */
 		properties: [
-			backendProperty,
+			...backendProperties,
 			{
 				displayName: 'Channel',
 				name: 'channel',

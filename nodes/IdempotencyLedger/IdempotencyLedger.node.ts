@@ -8,7 +8,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
+import { backendProperties, credentialTest, ledgerCredentials, NODE_VERSIONS } from '../../lib/n8n/ledgerAccess';
 import * as checkpoint from './actions/checkpoint/Checkpoint.resource';
 import * as key from './actions/key/Key.resource';
 import * as ledger from './actions/ledger/Ledger.resource';
@@ -25,7 +25,7 @@ export class IdempotencyLedger implements INodeType {
 		name: 'idempotencyLedger',
 		icon: { light: 'file:idempotencyLedger.svg', dark: 'file:idempotencyLedger.dark.svg' },
 		group: ['transform'],
-		version: 1,
+		version: NODE_VERSIONS,
 		subtitle:
 			'={{ (({"key": {"get": "Get key", "list": "List keys", "release": "Release key" }, "ledger": {"stats": "Get stats", "purge": "Purge expired", "copyInto": "Copy into another ledger" }, "checkpoint": {"get": "Get checkpoint", "set": "Set checkpoint" } })[$parameter["resource"]] || {})[$parameter["operation"]] }}',
 		description: 'Look up, list, release and purge idempotency keys, see stats, keep sync checkpoints, and copy a ledger into another',
@@ -35,7 +35,7 @@ export class IdempotencyLedger implements INodeType {
 		credentials: ledgerCredentials,
 		properties: [
 			// The copy puts its direction in the place of the ledger selector (see copy.operation.ts).
-			{ ...backendProperty, displayOptions: { hide: { operation: ['copyInto'] } } },
+			...backendProperties.map((p) => ({ ...p, displayOptions: { ...p.displayOptions, hide: { operation: ['copyInto'] } } })),
 			copyDirectionProperty,
 			{
 				displayName: 'Resource',

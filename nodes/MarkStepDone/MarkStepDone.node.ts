@@ -8,7 +8,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
+import { backendProperties, credentialTest, ledgerCredentials, NODE_VERSIONS } from '../../lib/n8n/ledgerAccess';
 import { unitKeyNamespaceOption, unitKeyProperties } from '../../lib/n8n/lineage';
 import { durationOptions } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
@@ -24,7 +24,7 @@ export class MarkStepDone implements INodeType {
 		name: 'markStepDone',
 		icon: { light: 'file:markStepDone.svg', dark: 'file:markStepDone.dark.svg' },
 		group: ['transform'],
-		version: 1,
+		version: NODE_VERSIONS,
 		// An empty Step records the region's step at the end of a Start Step region, and the unit of
 		// work anywhere else: the subtitle cannot see the canvas, so it names both. Short: the canvas
 		// cuts a subtitle at about 25 characters, and the status must stay in view.
@@ -35,7 +35,7 @@ export class MarkStepDone implements INodeType {
 		outputs: [NodeConnectionTypes.Main],
 		credentials: ledgerCredentials,
 		properties: [
-			backendProperty,
+			...backendProperties,
 			...unitKeyProperties,
 			{
 				displayName: 'Step',

@@ -9,7 +9,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
+import { backendProperties, credentialTest, ledgerCredentials, NODE_VERSIONS } from '../../lib/n8n/ledgerAccess';
 import { durationOptions, scopeProperties, sharedNamespaceOption } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { executePromptCache } from './execute';
@@ -273,7 +273,7 @@ export class PromptCache implements INodeType {
 		name: 'promptCache',
 		icon: { light: 'file:promptCache.svg', dark: 'file:promptCache.dark.svg' },
 		group: ['transform'],
-		version: 1,
+		version: NODE_VERSIONS,
 		subtitle: '={{ {"lookup": "Lookup", "store": "Store", "stats": "Get stats"}[$parameter["operation"]] }}',
 		description: 'Answer a repeated LLM prompt from the ledger instead of paying for it again',
 		defaults: { name: 'Prompt Cache' },
@@ -281,7 +281,7 @@ export class PromptCache implements INodeType {
 		outputs: `={{(${configuredOutputs})($parameter)}}`,
 		credentials: ledgerCredentials,
 		properties: [
-			backendProperty,
+			...backendProperties,
 			{
 				displayName: 'Operation',
 				name: 'operation',

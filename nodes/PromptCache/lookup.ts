@@ -1,7 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import { leaseLive } from '../../lib/ledger/claims';
-import { LedgerInputError } from '../../lib/ledger/errors';
+import { LedgerInputError, LedgerSettingError } from '../../lib/ledger/errors';
 import { inputFromRequestBody, promptHash, type PromptEnvelope, type PromptInput } from '../../lib/ledger/promptHash';
 import type { ClaimOptions, ClaimOutcome, ClaimRequest, Ledger, LedgerRecord } from '../../lib/ledger/types';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
@@ -10,7 +10,6 @@ import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { deferCounts } from '../../lib/n8n/countBuffer';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader, readDurationOption } from '../../lib/n8n/scope';
-import { UnsafeRedisError } from '../../lib/n8n/redisSafety';
 import { ANSWER_WITHIN, WAIT_UP_TO } from './options';
 import {
 	CACHE_STEP,
@@ -425,8 +424,8 @@ export async function executeLookup(this: IExecuteFunctions): Promise<INodeExecu
 			await lookUp(ledger, rows, cached, fates, config, claimOptions);
 		}
 	} catch (error) {
-		// A Redis that can lose keys answers: it is not down, and fails closed (lib/n8n/redisSafety.ts).
-		if (config.failOpen && !(error instanceof UnsafeRedisError)) {
+		// A ledger refused by a setting (a Redis that can lose keys, Built-in in queue mode) is not down: it fails closed.
+		if (config.failOpen && !(error instanceof LedgerSettingError)) {
 			this.addExecutionHints({
 				message: 'The ledger could not be reached, and "Go to Miss if the Ledger Is Down" is on: every item went to Miss without a cache check.',
 				type: 'warning',

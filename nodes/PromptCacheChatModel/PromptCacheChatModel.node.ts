@@ -10,7 +10,7 @@ import {
 } from 'n8n-workflow';
 
 import { toNodeError } from '../../lib/n8n/errors';
-import { backendProperty, credentialTest } from '../../lib/n8n/ledgerAccess';
+import { backendProperties, credentialTest, NODE_VERSIONS } from '../../lib/n8n/ledgerAccess';
 import { durationOptions, sharedNamespaceOption } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
 import { ANSWER_WITHIN, KEEP_ANSWERS, PRICE_OPTIONS, WAIT_UP_TO } from '../PromptCache/options';
@@ -25,7 +25,7 @@ export class PromptCacheChatModel implements INodeType {
 		name: 'promptCacheChatModel',
 		icon: { light: 'file:promptCacheChatModel.svg', dark: 'file:promptCacheChatModel.dark.svg' },
 		group: ['transform'],
-		version: 1,
+		version: NODE_VERSIONS,
 		subtitle: '={{ $parameter.options?.shadowMode ? "Shadow mode: measuring only" : "Caching model calls" }}',
 		description: 'Answer repeated Chat Model calls of an AI Agent or LLM Chain from the ledger instead of paying for them again',
 		defaults: { name: 'Prompt Cache Chat Model' },
@@ -54,7 +54,7 @@ export class PromptCacheChatModel implements INodeType {
 			},
 			{
 				name: 'idempotencyBuiltinApi',
-				required: true,
+				required: false,
 				testedBy: 'idempotencyBuiltinApiTest',
 				displayOptions: { hide: { backend: ['postgres', 'redis'] } },
 			},
@@ -67,7 +67,7 @@ export class PromptCacheChatModel implements INodeType {
 				type: 'notice',
 				default: '',
 			},
-			backendProperty,
+			...backendProperties,
 			{
 				displayName: 'Options',
 				name: 'options',

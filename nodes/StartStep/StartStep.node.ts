@@ -8,7 +8,7 @@ import {
 	type INodeTypeDescription,
 } from 'n8n-workflow';
 
-import { backendProperty, credentialTest, ledgerCredentials } from '../../lib/n8n/ledgerAccess';
+import { backendProperties, credentialTest, ledgerCredentials, NODE_VERSIONS } from '../../lib/n8n/ledgerAccess';
 import { unitKeyNamespaceOption, unitKeyProperties } from '../../lib/n8n/lineage';
 import { durationOptions } from '../../lib/n8n/scope';
 import { editorTestRunsOption } from '../../lib/n8n/testRuns';
@@ -38,7 +38,7 @@ export class StartStep implements INodeType {
 		name: 'startStep',
 		icon: { light: 'file:startStep.svg', dark: 'file:startStep.dark.svg' },
 		group: ['transform'],
-		version: 1,
+		version: NODE_VERSIONS,
 		subtitle: '={{ $parameter["step"] ? $parameter["step"] + " (once per key)" : "once per key" }}',
 		description: 'Run the nodes after it once per key, even after a crash: end the region with Mark Step Done',
 		defaults: { name: 'Start Step' },
@@ -53,7 +53,7 @@ export class StartStep implements INodeType {
 				type: 'notice',
 				default: '',
 			},
-			backendProperty,
+			...backendProperties,
 			...unitKeyProperties,
 			{
 				displayName: 'Step',

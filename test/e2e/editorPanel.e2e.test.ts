@@ -2,6 +2,9 @@
  * What a person finds and adds in n8n's editor (headless Chromium against a real n8n, the package
  * installed the user's way), not what the API can build:
  *
+ * - A Dedupe Gate added from the panel with nothing set, on an n8n without a single credential:
+ *   Execute workflow twice gives New, then Duplicate. Version 2 of every node defaults to the
+ *   Built-in ledger, which needs no credential.
  * - Prompt Cache Chat Model from an AI Agent's *Chat Model* slot: the slot's panel finds it by
  *   "cache" and "prompt cache"; clicked, it lands in the slot; from its own *Model* slot an OpenAI
  *   Chat Model is added under it. The workflow the editor saved then answers twice from one model
@@ -14,7 +17,7 @@ import { randomUUID } from 'crypto';
 import type { Page } from 'playwright-core';
 
 import { inEditor, searchPanel } from './support/editor';
-import { agentTypeVersion, startN8n, type N8nInstance } from './support/n8n';
+import { agentTypeVersion, nodeOutput, startN8n, type N8nInstance } from './support/n8n';
 import { ledgerCredentialData, LedgerTables, openAiStandIn, uniqueLedgerTable, type OpenAiStandIn } from './support/standIns';
 
 const LC = '@n8n/n8n-nodes-langchain';
@@ -22,7 +25,7 @@ const CACHE = 'Prompt Cache Chat Model';
 const table = uniqueLedgerTable('e2e_editor_panel');
 const ledger = new LedgerTables(table);
 
-type WorkflowNode = { name: string; type: string; parameters: Record<string, unknown>; credentials?: Record<string, { id: string; name: string }> };
+type WorkflowNode = { name: string; type: string; typeVersion?: number; parameters: Record<string, unknown>; credentials?: Record<string, { id: string; name: string }> };
 type SavedWorkflow = { id: string; name: string; nodes: WorkflowNode[]; connections: Record<string, Record<string, Array<Array<{ node: string; type: string }>>>>; settings?: Record<string, unknown> };
 
 /** Webhook → `root` (AI Agent or Basic LLM Chain), nothing in its slots. */
@@ -69,9 +72,6 @@ describe('e2e: the node panel in the editor (real n8n, Chromium)', () => {
 		n8n = await startN8n({ withPackage: true });
 		cookie = await n8n.setupOwner();
 		await n8n.createApiKey();
-		// One credential of each kind: the editor picks it for a node it adds, as for a person with one account.
-		creds.ledger = (await n8n.createCredential({ name: 'Idempotency Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) })).id;
-		creds.openAi = (await n8n.createCredential({ name: 'OpenAI stand-in', type: 'openAiApi', data: { apiKey: 'sk-e2e', url: `${model.url}/v1`, header: false } })).id;
 	});
 
 	afterAll(async () => {
@@ -81,7 +81,43 @@ describe('e2e: the node panel in the editor (real n8n, Chromium)', () => {
 		await ledger.drop();
 	});
 
+	test('a Dedupe Gate added from the panel, nothing set, no credential in the instance: New, then Duplicate (the Built-in ledger)', async () => {
+		expect(await n8n!.api<{ data: unknown[] }>('GET', '/credentials').then((r) => r.data)).toEqual([]);
+		const { id } = await n8n!.createWorkflow({
+			name: 'editor panel built-in',
+			settings: { executionOrder: 'v1' },
+			nodes: [
+				{ id: randomUUID(), name: 'When clicking \u2018Execute workflow\u2019', type: 'n8n-nodes-base.manualTrigger', typeVersion: 1, position: [0, 0], parameters: {} },
+				{ id: randomUUID(), name: 'Order', type: 'n8n-nodes-base.set', typeVersion: 3.4, position: [220, 0], parameters: { assignments: { assignments: [{ id: randomUUID(), name: 'id', value: 'order-1', type: 'string' }] }, options: {} } },
+			],
+			connections: { 'When clicking \u2018Execute workflow\u2019': { main: [[{ node: 'Order', type: 'main', index: 0 }]] } },
+		} as never);
+		let outcomes: string[] = [];
+		await inEditor(n8n!, cookie, `/workflow/${id}`, async (page) => {
+			// The plus at the end of "Order", as a person continues a flow.
+			await page.locator('[data-test-id="canvas-node"][data-node-name="Order"]').locator('xpath=ancestor::*[contains(@class,"vue-flow__node")][1]').locator('[data-handleid="outputs/main/0"] [data-test-id="canvas-handle-plus"]').click();
+			await searchPanel(page, 'Dedupe Gate', ['Dedupe Gate']);
+			await addFromPanel(page, 'Dedupe Gate');
+			await page.keyboard.press('Control+s');
+			for (let run = 0; run < 2; run++) {
+				const before = (await n8n!.executions(id, { includeData: false })).length;
+				await page.locator('[data-test-id="execute-workflow-button"]:not([aria-busy="true"]):enabled').click();
+				const [latest] = await n8n!.waitForExecutions(id, before + 1, { includeData: true, timeoutMs: 60_000 });
+				expect({ run, status: latest.status, error: JSON.stringify((latest as { data?: { resultData?: { error?: unknown } } }).data?.resultData?.error ?? null).slice(0, 400) }).toEqual({ run, status: 'success', error: 'null' });
+				outcomes.push(['New', 'Duplicate', 'In Progress'].filter((_, output) => nodeOutput(latest, 'Dedupe Gate', output).length > 0).join());
+			}
+		});
+		expect(outcomes).toEqual(['New', 'Duplicate']);
+		const saved = await n8n!.api<SavedWorkflow>('GET', `/workflows/${id}`);
+		const gate = saved.nodes.find((n) => n.name === 'Dedupe Gate')!;
+		// Version 2, Ledger left at its default (n8n does not save it), and no credential.
+		expect({ typeVersion: gate.typeVersion, backend: gate.parameters.backend, credentials: gate.credentials ?? null }).toEqual({ typeVersion: 2, backend: undefined, credentials: null });
+	});
+
 	test('AI Agent: "cache" in the Chat Model slot finds Prompt Cache Chat Model; added there with an OpenAI Chat Model under it, two runs make one model call', async () => {
+		// One credential of each kind: the editor picks it for a node it adds, as for a person with one account.
+		creds.ledger = (await n8n!.createCredential({ name: 'Idempotency Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(table) })).id;
+		creds.openAi = (await n8n!.createCredential({ name: 'OpenAI stand-in', type: 'openAiApi', data: { apiKey: 'sk-e2e', url: `${model.url}/v1`, header: false } })).id;
 		const path = `editor-agent-${randomUUID().slice(0, 8)}`;
 		const { id } = await n8n!.createWorkflow(bareFlow('agent', path) as never);
 		let saved: SavedWorkflow | undefined;

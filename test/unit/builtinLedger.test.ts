@@ -7,17 +7,17 @@ import { mkdtempSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 
-import { LedgerUnavailableError } from '../../lib/ledger/errors';
+import { LedgerError, LedgerSettingError, LedgerUnavailableError } from '../../lib/ledger/errors';
 import { DEFAULT_LEDGER_FILE, fileSystemOf, ledgerFilePath, n8nUserFolder } from '../../lib/ledger/sqlite/connect';
 import { loadSqlite, nodeHasSqlite } from '../../lib/ledger/sqlite/driver';
 import { builtinSettingsFrom, refuseQueueMode, testBuiltinCredential } from '../../lib/n8n/builtinCredential';
 
-const refusal = (fn: () => unknown): LedgerUnavailableError => {
+const refusal = (fn: () => unknown): LedgerError & { code?: string } => {
 	try {
 		fn();
 	} catch (error) {
-		expect(error).toBeInstanceOf(LedgerUnavailableError);
-		return error as LedgerUnavailableError;
+		expect([LedgerUnavailableError, LedgerSettingError].some((kind) => error instanceof kind)).toBe(true);
+		return error as LedgerError & { code?: string };
 	}
 	throw new Error('expected a refusal');
 };
@@ -41,8 +41,9 @@ describe('Built-in ledger: what it refuses, and says so', () => {
 
 	test('queue mode is refused: workers do not share a disk', () => {
 		const e = refusal(() => refuseQueueMode({ EXECUTIONS_MODE: 'queue' }));
-		expect(e.message).toContain('queue mode (EXECUTIONS_MODE=queue): workers do not share a disk');
-		expect(e.hint).toBe('Use the PostgreSQL or Redis ledger: every worker reaches the same one.');
+		expect(e.message).toMatch(/^The Built-in ledger is for a single n8n; in queue mode \(EXECUTIONS_MODE=queue\) use PostgreSQL or Redis\. Workers do not share a disk/);
+		expect(e).toBeInstanceOf(LedgerSettingError); // a setting, not an outage: "if the ledger is down" options do not apply
+		expect(e.hint).toBe('Set "Ledger" to PostgreSQL or Redis: every worker reaches the same one.');
 		expect(() => refuseQueueMode({ EXECUTIONS_MODE: 'regular' })).not.toThrow();
 		expect(() => refuseQueueMode({})).not.toThrow();
 	});
@@ -53,7 +54,7 @@ describe('Built-in ledger: what it refuses, and says so', () => {
 		try {
 			const answer = await testBuiltinCredential({});
 			expect(answer.status).toBe('Error');
-			expect(answer.message).toContain('Use the PostgreSQL or Redis ledger');
+			expect(answer.message).toContain('in queue mode (EXECUTIONS_MODE=queue) use PostgreSQL or Redis');
 		} finally {
 			if (before === undefined) delete process.env.EXECUTIONS_MODE;
 			else process.env.EXECUTIONS_MODE = before;

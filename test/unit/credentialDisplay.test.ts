@@ -1,4 +1,4 @@
-import { NodeHelpers, type INodeParameters, type INodeType } from 'n8n-workflow';
+import { NodeHelpers, type INode, type INodeParameters, type INodeType } from 'n8n-workflow';
 
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
@@ -15,11 +15,12 @@ const nodes: Array<[string, INodeType]> = [
 	['Prompt Cache', new PromptCache()],
 ];
 
-/** The credential types n8n offers (and lets the node read) for these parameter values. */
-function offered(node: INodeType, values: INodeParameters): string[] {
-	const parameters = NodeHelpers.getNodeParameters(node.description.properties, values, true, false, null, node.description) ?? {};
+/** The credential types n8n offers (and lets the node read) for these parameter values, on a node of `typeVersion`. */
+function offered(node: INodeType, values: INodeParameters, typeVersion = 2): string[] {
+	const placed = { typeVersion, parameters: values } as unknown as INode;
+	const parameters = NodeHelpers.getNodeParameters(node.description.properties, values, true, false, placed, node.description) ?? {};
 	return (node.description.credentials ?? [])
-		.filter((credential) => NodeHelpers.displayParameter(parameters, credential, null, node.description))
+		.filter((credential) => NodeHelpers.displayParameter(parameters, credential, placed, node.description))
 		.map((credential) => credential.name);
 }
 
@@ -34,10 +35,21 @@ describe('credentials and the parameters they depend on', () => {
 		for (const credential of node.description.credentials ?? []) expect(credential.displayOptions?.show).toBeUndefined();
 	});
 
-	test.each(nodes)('%s: exactly one ledger credential per backend', (_name, node) => {
-		expect(offered(node, { backend: 'postgres' }).filter((n) => n.startsWith('idempotency'))).toEqual(['idempotencyPostgresApi']);
-		expect(offered(node, { backend: 'redis' }).filter((n) => n.startsWith('idempotency'))).toEqual(['idempotencyRedisApi']);
-		expect(offered(node, { backend: 'builtin' }).filter((n) => n.startsWith('idempotency'))).toEqual(['idempotencyBuiltinApi']);
+	test.each(nodes)('%s: exactly one ledger credential per backend, on both versions', (_name, node) => {
+		for (const version of [1, 2]) {
+			const ledgerOnes = (values: INodeParameters) => offered(node, values, version).filter((n) => n.startsWith('idempotency'));
+			expect(ledgerOnes({ backend: 'postgres' })).toEqual(['idempotencyPostgresApi']);
+			expect(ledgerOnes({ backend: 'redis' })).toEqual(['idempotencyRedisApi']);
+			expect(ledgerOnes({ backend: 'builtin' })).toEqual(['idempotencyBuiltinApi']);
+		}
+	});
+
+	test.each(nodes)('%s: Ledger left at its default is PostgreSQL on version 1 (saved workflows keep it) and Built-in on version 2, whose credential is optional', (_name, node) => {
+		const ledgerOnes = (version: number) => offered(node, {}, version).filter((n) => n.startsWith('idempotency'));
+		expect(ledgerOnes(1)).toEqual(['idempotencyPostgresApi']);
+		expect(ledgerOnes(2)).toEqual(['idempotencyBuiltinApi']);
+		expect(node.description.credentials?.find((c) => c.name === 'idempotencyBuiltinApi')?.required).toBe(false);
+		expect(node.description.version).toEqual([1, 2]);
 	});
 
 	test('Idempotency Ledger: a copy offers exactly the two ledger credentials of its direction, the source and the target', () => {
