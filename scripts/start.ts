@@ -355,7 +355,7 @@ async function main() {
 	process.env.N8N_VERSION = NEWEST;
 	const cached = path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'n8n-nodes-idempotency', `n8n-${NEWEST}`, 'node_modules', '.package-lock.json');
 	const cold = !process.env.N8N_RUNTIME_DIR && !fs.existsSync(cached);
-	if (cold) say(`installing n8n ${NEWEST} and Node 24 once (5 to 9 minutes, 3.1 GB, under ~/.cache/n8n-nodes-idempotency): a download of about 1,900 packages, then sqlite3 compiled from C for n8n's AI nodes`);
+	if (cold) say(`installing n8n ${NEWEST} and Node 24 once (5 to 9 minutes, 3.1 GB, under ${path.dirname(path.dirname(path.dirname(cached)))}): a download of about 1,900 packages, then sqlite3 compiled from C for n8n's AI nodes`);
 	const runtime = await withProgress(() => ensureRuntime((line) => progress.phase(line)));
 	await installIfStale();
 

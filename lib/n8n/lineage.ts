@@ -27,9 +27,12 @@ import type { RecordRequest } from '../ledger/types';
 import { assertKey, assertNamespace } from '../ledger/validate';
 import { FACTS_FIELD, LEDGER_DETAILS, PROMPT_CACHE_STEP } from './facts';
 import { lineageFence } from './lineageCheck';
+import type { FactsKey, UnitKey } from './unitKey';
 import { parameterSource, toKeyText, type ValueSource } from './keySource';
 import { namespaceReader, sharedNamespaceOption } from './scope';
 import { testNamespace } from './testRuns';
+
+export type { UnitKey } from './unitKey';
 
 export const GATE_TYPE_SUFFIX = '.dedupeGate';
 /** A Start Step begins a guarded region: the items it lets through carry its claim of the region's step. */
@@ -51,18 +54,7 @@ export function recorderFollows(ctx: IExecuteFunctions): boolean {
 		.some((node) => !node.disabled && RECORDER_TYPE_SUFFIXES.some((suffix) => node.type.endsWith(suffix)));
 }
 
-export interface UnitKey {
-	namespace: string;
-	key: string;
-	/** Where it was found: `item` (the item's own facts) or the name of the gate it was traced to. */
-	via: string;
-	/** The gate's claim, when known: the step it claimed and its fencing token. */
-	claim?: { step: string; fence: number };
-	/** Set when the claim is a Start Step's: the region the item is inside (the step is `claim.step`). */
-	region?: { start: string; step: string };
-}
 
-type FactsKey = Omit<UnitKey, 'via'>;
 
 /**
  * What a write for this unit carries so that the ledger can tell whether its claim still holds: the

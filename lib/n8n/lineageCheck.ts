@@ -2,7 +2,7 @@ import type { IExecuteFunctions } from 'n8n-workflow';
 
 import { LedgerInputError } from '../ledger/errors';
 import { FACTS_FIELD } from './facts';
-import type { UnitKey } from './lineage';
+import type { FactsKey, UnitKey } from './unitKey';
 
 /**
  * The fence around the lineage walk (lib/n8n/lineage.ts): Mark Step Done and Guarded Send find the
@@ -24,7 +24,6 @@ const hinted = new WeakSet<object>();
 /** Checks a node run makes while the process has no verdict (items n8n cannot trace either decide nothing). */
 const CHECKS_PER_RUN = 3;
 
-type FactsKey = Omit<UnitKey, 'via'>;
 type Answer = { ok: true; key: FactsKey | null } | { ok: false };
 
 export interface LineageFence {
