@@ -27,6 +27,7 @@ import * as path from 'path';
 import { Client } from 'pg';
 
 import { childEnv, ensureRuntime, freePort, installPackage, PACKAGE_NAME, repoRoot } from '../test/e2e/support/n8n';
+import { progressPrinter } from './progress';
 
 const { NEWEST } = require('../test/e2e/support/matrix.js') as { NEWEST: string };
 
@@ -57,30 +58,6 @@ interface State {
 }
 
 const say = (line: string) => process.stdout.write(`[npm start] ${line}\n`);
-
-const started = Date.now();
-const elapsed = () => {
-	const s = Math.round((Date.now() - started) / 1000);
-	return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
-};
-/** The installer's phase lines, each with the time since `npm start` began; `still …` every 30 s in between. */
-const progress = {
-	current: '',
-	phase(line: string) {
-		this.current = line.replace(/ \(.*$/, '');
-		say(`${elapsed()}  ${line}`);
-	},
-};
-async function withProgress<T>(work: () => Promise<T>): Promise<T> {
-	const timer = setInterval(() => {
-		if (progress.current) say(`${elapsed()}  still at: ${progress.current}`);
-	}, 30_000);
-	try {
-		return await work();
-	} finally {
-		clearInterval(timer);
-	}
-}
 
 class StartError extends Error {}
 
@@ -356,7 +333,8 @@ async function main() {
 	const cached = path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'n8n-nodes-idempotency', `n8n-${NEWEST}`, 'node_modules', '.package-lock.json');
 	const cold = !process.env.N8N_RUNTIME_DIR && !fs.existsSync(cached);
 	if (cold) say(`installing n8n ${NEWEST} and Node 24 once (5 to 9 minutes, 3.1 GB, under ${path.dirname(path.dirname(path.dirname(cached)))}): a download of about 1,900 packages, then sqlite3 compiled from C for n8n's AI nodes`);
-	const runtime = await withProgress(() => ensureRuntime((line) => progress.phase(line)));
+	const progress = progressPrinter(say);
+	const runtime = await progress.during(() => ensureRuntime((line) => progress.phase(line)));
 	await installIfStale();
 
 	// n8n's own database.
