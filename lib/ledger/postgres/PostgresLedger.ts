@@ -696,10 +696,18 @@ SELECT
 )`;
 	}
 
+	/**
+	 * How the requests meet `locked`: a subquery PostgreSQL hashes, read whole at the first request
+	 * (so every lock is taken, in order, before a write), never a join of the two CTEs. Such a join
+	 * has no index, and the planner, guessing a few rows for `locked`, made it a nested loop:
+	 * recording 5,000 claimed keys took 6 s instead of 0.1 s. The subqueries stand where PostgreSQL
+	 * keeps them subqueries (under OR, IS TRUE) rather than turning them into joins.
+	 */
+	private static readonly HASHED = 'a hashed subquery, see HASHED';
+
 	/** SQL: the request `r` names no claim, or its claim's row (see lockedSql) is live and still carries its fence. */
 	private static claimHolds(r: string): string {
-		return `(${r}.claim_step IS NULL OR EXISTS (
-		SELECT 1 FROM locked c WHERE c.namespace = ${r}.ns AND c.key = ${r}.k AND c.step = ${r}.claim_step AND c.fence = ${r}.claim_fence AND c.live))`;
+		return `(${r}.claim_step IS NULL OR (${r}.ns, ${r}.k, ${r}.claim_step, ${r}.claim_fence) IN (SELECT namespace, key, step, fence FROM locked WHERE live))`;
 	}
 
 	/**
@@ -720,16 +728,17 @@ WITH i AS (
 		AS i(ns, k, st, status, fingerprint, external_id, result, fence, claim_step, claim_fence, keep_sending)
 ),
 ${this.lockedSql('SELECT ns, k, st FROM i')},
--- The requests to write, with everything the update needs (joining i again would be a nested loop).
+-- The requests whose row, as locked, is live and carries their fence (${PostgresLedger.HASHED}).
 target AS (
-	SELECT i.* FROM locked x
-	JOIN i ON x.namespace = i.ns AND x.key = i.k AND x.step = i.st
-	WHERE x.fence = i.fence AND x.live AND (NOT $10::boolean OR x.status = 'in_progress') AND ${PostgresLedger.claimHolds('i')}
+	SELECT i.* FROM i
+	WHERE ((i.ns, i.k, i.st, i.fence) IN (SELECT namespace, key, step, fence FROM locked WHERE live AND (NOT $10::boolean OR status = 'in_progress'))) IS TRUE
+		AND ${PostgresLedger.claimHolds('i')}
 )
+-- Joined by the primary key alone: the rows are locked and checked above, and a filter on their
+-- status here would let the planner start from the status index and rescan target per row.
 UPDATE ${t.ledger} l SET ${this.settledColumns('t', '$9', 't.keep_sending')}
 FROM target t
-WHERE l.namespace = t.ns AND l.key = t.k AND l.step = t.st AND l.fence = t.fence AND l.expires_at > now()
-	AND (NOT $10::boolean OR l.status = 'in_progress')
+WHERE l.namespace = t.ns AND l.key = t.k AND l.step = t.st AND l.fence = t.fence
 RETURNING ${recordColumns('l')}`;
 	}
 
@@ -748,11 +757,10 @@ WITH i AS (
 		AS i(ns, k, st, s, fp, ext, res, claim_step, claim_fence)
 ),
 ${this.lockedSql('SELECT ns, k, st FROM i WHERE claim_step IS NOT NULL')},
--- Every row of locked is read (a join, not a semi-join) before the sort below hands the insert
+-- Every row of locked is read (${PostgresLedger.HASHED}) before the sort below hands the insert
 -- its first row: all of its locks come first, in order.
 allowed AS (
-	SELECT i.* FROM i LEFT JOIN locked c ON c.namespace = i.ns AND c.key = i.k AND c.step = i.claim_step
-	WHERE i.claim_step IS NULL OR (c.fence = i.claim_fence AND c.live)
+	SELECT i.* FROM i WHERE ${PostgresLedger.claimHolds('i')}
 )
 INSERT INTO ${this.t.ledger} AS l (namespace, key, step, status, fingerprint, external_id, result, attempts,
 	first_seen_at, updated_at, expires_at)
