@@ -1,0 +1,124 @@
+/**
+ * npm run bench:webhook — what our nodes add to one webhook event, end to end, in a real n8n
+ * (N8N_VERSION, default 2.41.1; the package installed the user's way by the e2e harness):
+ *
+ *   ours:     Webhook → Dedupe Gate (Key = body.id) → Guarded Send (HTTP POST to a local sink) → Mark Step Done
+ *   baseline: Webhook → HTTP Request (the same POST to the same sink)
+ *
+ * Each flow answers when its last node finishes. BENCH_EVENTS one-item events (default 1,000),
+ * one at a time, each with a new id, alternating between the flows so that both see the same
+ * machine; a warm-up of 20 each first. The ledger is PostgreSQL, behind a proxy that counts its
+ * round trips (pgRoundTrips.ts); the transactions are xact_commit of the ledger's database
+ * (nothing else uses it meanwhile). Reports p50 and p99 of each flow's answer time, what ours
+ * adds, and round trips and transactions per event.
+ */
+import http from 'http';
+import { randomUUID } from 'crypto';
+
+import { Client } from 'pg';
+
+import { startN8n, type WorkflowJson } from '../../test/e2e/support/n8n';
+import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from '../../test/e2e/support/standIns';
+import { countingPostgresProxy } from './pgRoundTrips';
+
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000);
+const WARMUP = 20;
+
+const node = (name: string, type: string, typeVersion: number, x: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({ id: randomUUID(), name, type, typeVersion, position: [x, 0], parameters, ...extra });
+
+function flows(sink: string, credential: string): { ours: WorkflowJson; baseline: WorkflowJson } {
+	const hook = (path: string) => node('Webhook', 'n8n-nodes-base.webhook', 2, 0, { httpMethod: 'POST', path, responseMode: 'lastNode', options: {} }, { webhookId: randomUUID() });
+	const ledger = { credentials: { idempotencyPostgresApi: { id: credential, name: 'Ledger' } } };
+	const body = '={{ JSON.stringify({ id: $json.body.id }) }}';
+	return {
+		ours: {
+			name: 'bench webhook ours',
+			settings: { executionOrder: 'v1', saveDataSuccessExecution: 'none' },
+			nodes: [
+				hook('bench-ours'),
+				node('Dedupe Gate', 'n8n-nodes-idempotency.dedupeGate', 1, 220, { keyExpression: '={{ $json.body.id }}', options: {} }, ledger),
+				node('Guarded Send', 'n8n-nodes-idempotency.guardedSend', 1, 440, { channel: 'http', method: 'POST', url: sink, sendBody: true, bodyContentType: 'json', jsonBody: body, options: {} }, ledger),
+				node('Mark Step Done', 'n8n-nodes-idempotency.markStepDone', 1, 660, { options: {} }, ledger),
+			],
+			connections: {
+				Webhook: { main: [[{ node: 'Dedupe Gate', type: 'main', index: 0 }]] },
+				'Dedupe Gate': { main: [[{ node: 'Guarded Send', type: 'main', index: 0 }], [], []] },
+				'Guarded Send': { main: [[{ node: 'Mark Step Done', type: 'main', index: 0 }], [], [], []] },
+			},
+		},
+		baseline: {
+			name: 'bench webhook baseline',
+			settings: { executionOrder: 'v1', saveDataSuccessExecution: 'none' },
+			nodes: [hook('bench-baseline'), node('HTTP Request', 'n8n-nodes-base.httpRequest', 4.2, 220, { method: 'POST', url: sink, sendBody: true, specifyBody: 'json', jsonBody: body, options: {} })],
+			connections: { Webhook: { main: [[{ node: 'HTTP Request', type: 'main', index: 0 }]] } },
+		},
+	};
+}
+
+const quantile = (xs: number[], q: number) => {
+	const s = [...xs].sort((a, b) => a - b);
+	return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
+
+async function main() {
+	let sent = 0;
+	const sink = http.createServer((req, res) => {
+		req.resume();
+		req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `msg-${++sent}` })));
+	});
+	await new Promise<void>((r) => sink.listen(0, '127.0.0.1', r));
+	const sinkUrl = `http://127.0.0.1:${(sink.address() as { port: number }).port}/messages`;
+	const proxy = await countingPostgresProxy();
+	const table = uniqueLedgerTable('bench_webhook');
+	const n8n = await startN8n({ withPackage: true });
+	try {
+		await n8n.setupOwner();
+		await n8n.createApiKey();
+		const credential = (await n8n.createCredential({ name: 'Ledger', type: 'idempotencyPostgresApi', data: { ...ledgerCredentialData(table), host: '127.0.0.1', port: proxy.port } })).id;
+		const { ours, baseline } = flows(sinkUrl, credential);
+		await n8n.deploy(ours);
+		await n8n.deploy(baseline);
+		const times: Record<'ours' | 'baseline', number[]> = { ours: [], baseline: [] };
+		let trips = 0;
+		const stats = new Client({ connectionString: DATABASE_URL });
+		await stats.connect();
+		const commitsNow = async () => {
+			await new Promise((r) => setTimeout(r, 1_500)); // cumulative statistics are flushed within a second
+			return Number((await stats.query('SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()')).rows[0].xact_commit);
+		};
+		let commitsBefore = 0;
+		for (let i = 0; i < WARMUP + EVENTS; i++) {
+			if (i === WARMUP) commitsBefore = await commitsNow();
+			for (const kind of ['baseline', 'ours'] as const) {
+				const before = proxy.count;
+				const started = performance.now();
+				const res = await n8n.post(`bench-${kind}`, { id: `event-${i}-${randomUUID()}` });
+				const ms = performance.now() - started;
+				if (res.status !== 200) throw new Error(`${kind} event ${i}: HTTP ${res.status} ${res.text.slice(0, 300)}`);
+				if (i < WARMUP) continue;
+				times[kind].push(ms);
+				if (kind === 'ours') trips += proxy.count - before;
+			}
+		}
+		const commits = (await commitsNow()) - commitsBefore;
+		await stats.end();
+		const row = (kind: 'ours' | 'baseline') => `| ${kind === 'ours' ? 'Webhook → Dedupe Gate → Guarded Send → Mark Step Done' : 'Webhook → HTTP Request'} | ${quantile(times[kind], 0.5).toFixed(1)} ms | ${quantile(times[kind], 0.99).toFixed(1)} ms |`;
+		console.log(`\n${EVENTS} events each, one at a time, n8n ${process.env.N8N_VERSION ?? '2.41.1'}\n\n| flow | p50 | p99 |\n|---|---|---|\n${row('baseline')}\n${row('ours')}`);
+		console.log(`\nours adds: p50 ${(quantile(times.ours, 0.5) - quantile(times.baseline, 0.5)).toFixed(1)} ms, p99 ${(quantile(times.ours, 0.99) - quantile(times.baseline, 0.99)).toFixed(1)} ms (targets ≤ 5 and ≤ 15)`);
+		console.log(`ledger per event: ${(trips / EVENTS).toFixed(1)} round trips, ${(commits / EVENTS).toFixed(1)} transactions; the sink got ${sent} requests for ${2 * (WARMUP + EVENTS)} events`);
+	} finally {
+		await n8n.stop();
+		await proxy.close();
+		await new LedgerTables(table).drop().catch(() => undefined);
+		sink.close();
+	}
+}
+
+main().then(
+	() => process.exit(0),
+	(error) => {
+		console.error(error);
+		process.exit(1);
+	},
+);
