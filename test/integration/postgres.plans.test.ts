@@ -6,7 +6,6 @@
  */
 import type { Pool } from 'pg';
 
-import type { PostgresLedger } from '../../lib/ledger';
 import { freshPostgresLedger } from '../support/db';
 
 const N = 2_000;
@@ -54,8 +53,7 @@ describe(`PostgreSQL ledger: batch writes of ${N.toLocaleString('en-US')} rows s
 		}
 	});
 	afterAll(async () => {
-		await fx.pool.query(`DROP TABLE IF EXISTS ${(fx.ledger as PostgresLedger).tables.ledger} CASCADE`).catch(() => undefined);
-		await fx.pool.end();
+		await fx.dispose();
 	});
 
 	const many = <T>(value: T) => claimed.map(() => value);
