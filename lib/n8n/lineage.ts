@@ -54,8 +54,6 @@ export function recorderFollows(ctx: IExecuteFunctions): boolean {
 		.some((node) => !node.disabled && RECORDER_TYPE_SUFFIXES.some((suffix) => node.type.endsWith(suffix)));
 }
 
-
-
 /**
  * What a write for this unit carries so that the ledger can tell whether its claim still holds: the
  * gate's fence for the very row the gate took, the gate's claim for any other step of the unit.

@@ -471,7 +471,8 @@ class ChatCache {
 					reason = plan.shadow ? 'Shadow mode: not cached yet; the answer was stored' : 'not cached yet; the answer was stored';
 				} else reason = 'the reservation lapsed before the model answered (raise "Answer Expected Within"); another call\'s answer is kept';
 			} catch (e) {
-				if (this.settings.failClosed || refusedByLedger(e)) throw this.host.stopError(e, refusedByLedger(e));
+				const refused = refusedByLedger(e);
+				if (refused || this.settings.failClosed) throw this.host.stopError(e, refused);
 				warnings.push(`The answer could not be stored (the ledger did not answer: ${(e as Error).message}); the agent got it anyway.`);
 				reason = 'the ledger did not answer; the answer was not stored';
 			}

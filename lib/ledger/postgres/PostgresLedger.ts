@@ -697,15 +697,16 @@ SELECT
 	}
 
 	/**
-	 * How the requests meet `locked`: a subquery PostgreSQL hashes, read whole at the first request
-	 * (so every lock is taken, in order, before a write), never a join of the two CTEs. Such a join
-	 * has no index, and the planner, guessing a few rows for `locked`, made it a nested loop:
-	 * recording 5,000 claimed keys took 6 s instead of 0.1 s. The subqueries stand where PostgreSQL
-	 * keeps them subqueries (under OR, IS TRUE) rather than turning them into joins.
+	 * SQL: the request `r` names no claim, or its claim's row (see lockedSql) is live and still
+	 * carries its fence.
+	 *
+	 * The record statements meet `locked` only through subqueries like this one, which PostgreSQL
+	 * hashes and reads whole at the first request (so every lock is taken, in order, before a write),
+	 * never through a join of the two CTEs. Such a join has no index, and the planner, guessing a few
+	 * rows for `locked`, made it a nested loop: recording 5,000 claimed keys took 6 s instead of
+	 * 0.1 s. The subqueries stand under OR or IS TRUE, where PostgreSQL keeps them subqueries
+	 * rather than turning them into joins.
 	 */
-	private static readonly HASHED = 'a hashed subquery, see HASHED';
-
-	/** SQL: the request `r` names no claim, or its claim's row (see lockedSql) is live and still carries its fence. */
 	private static claimHolds(r: string): string {
 		return `(${r}.claim_step IS NULL OR (${r}.ns, ${r}.k, ${r}.claim_step, ${r}.claim_fence) IN (SELECT namespace, key, step, fence FROM locked WHERE live))`;
 	}
@@ -728,7 +729,7 @@ WITH i AS (
 		AS i(ns, k, st, status, fingerprint, external_id, result, fence, claim_step, claim_fence, keep_sending)
 ),
 ${this.lockedSql('SELECT ns, k, st FROM i')},
--- The requests whose row, as locked, is live and carries their fence (${PostgresLedger.HASHED}).
+-- The requests whose row, as locked, is live and carries their fence (a hashed subquery, see claimHolds).
 target AS (
 	SELECT i.* FROM i
 	WHERE ((i.ns, i.k, i.st, i.fence) IN (SELECT namespace, key, step, fence FROM locked WHERE live AND (NOT $10::boolean OR status = 'in_progress'))) IS TRUE
@@ -757,7 +758,7 @@ WITH i AS (
 		AS i(ns, k, st, s, fp, ext, res, claim_step, claim_fence)
 ),
 ${this.lockedSql('SELECT ns, k, st FROM i WHERE claim_step IS NOT NULL')},
--- Every row of locked is read (${PostgresLedger.HASHED}) before the sort below hands the insert
+-- Every row of locked is read (a hashed subquery, see claimHolds) before the sort below hands the insert
 -- its first row: all of its locks come first, in order.
 allowed AS (
 	SELECT i.* FROM i WHERE ${PostgresLedger.claimHolds('i')}
