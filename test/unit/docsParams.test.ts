@@ -304,14 +304,14 @@ const NOT_PANEL_NAMES = new Set([
 	'Disable STARTTLS',
 	'Client Host Name',
 	'Allow Self-Signed Certificates',
-	'OpenAI', // prompt-cache.md: the AI nodes a Prompt Cache sits around, and their settings
+	'OpenAI', // prompt-cache-ai-nodes.md: the AI nodes a Prompt Cache sits around, and their settings
 	'Anthropic',
 	'Text → Message a Model',
 	'System Message',
 	'Simplify Output',
 	'Output Content as JSON',
 	'Resend', // Stripe's dashboard button
-	'Charge Card', // guarded-send.md: a node renamed in a worked example
+	'Charge Card', // guarded-send-examples.md: a node renamed in a worked example
 	// Prose that happens to be capitalised words.
 	'Claim', // guarded-send.md: the four phases of a batch
 	'Mark',
