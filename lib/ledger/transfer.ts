@@ -89,13 +89,13 @@ export interface TransferDay {
 	counts: Record<string, number>;
 }
 
-/** One audit entry: a release, or an operator's "it was sent". */
+/** One audit entry: a release, or an operator's "it was sent" or "drop it". */
 export interface TransferAudit {
 	namespace: string;
 	key: string;
 	/** Null when the entry was for every step of the key. */
 	step: string | null;
-	/** `release` or `resolve_sent`. */
+	/** `release`, `resolve_sent` or `resolve_dropped` (AUDIT_ACTIONS). */
 	action: string;
 	actor: string | null;
 	/** Epoch milliseconds. */

@@ -187,8 +187,12 @@ export type RecordOutcome =
 	 */
 	| { kind: 'lost_lease'; missing?: true };
 
-/** What an operator says happened to a step that may have been sent. */
-export type Resolution = 'sent' | 'not_sent';
+/**
+ * What an operator says happened to a step that may have been sent: `sent` (it is there: record
+ * it as completed), `not_sent` (free it: the next run sends it), `dropped` (it must not go out:
+ * record it as completed, abandoned, so that no run sends it).
+ */
+export type Resolution = 'sent' | 'not_sent' | 'dropped';
 
 export interface ReleaseRequest {
 	namespace: string;
@@ -203,7 +207,13 @@ export interface ReleaseRequest {
 	 * completed, `not_sent` frees it so the next run sends it again. Applies to every step released.
 	 */
 	resolution?: Resolution;
-	/** Retention of a step recorded as sent. */
+	/**
+	 * Act only on a step that is still as a person saw it: in this status, with this fencing token.
+	 * A step that changed since (settled another way, claimed again) is refused (`changed`). Decided
+	 * in the same statement (script, transaction) as the release.
+	 */
+	onlyIf?: { status: Status; fence: number | null };
+	/** Retention of a step recorded as sent or dropped. */
 	ttlMs: number;
 }
 
@@ -211,11 +221,24 @@ export interface ReleasedStep {
 	step: string;
 	status: Status;
 	phase: string | null;
-	/** `released`: freed. `recorded_sent`: completed by the operator's word. `refused`: left as it was. */
-	action: 'released' | 'recorded_sent' | 'refused';
-	/** Why a step was refused: a run holds its lease, or it may have been sent and no resolution was given. */
-	reason?: 'lease_live' | 'may_have_sent';
+	/**
+	 * `released`: freed. `recorded_sent`: completed by the operator's word. `recorded_dropped`:
+	 * completed as abandoned by the operator's word. `refused`: left as it was.
+	 */
+	action: 'released' | 'recorded_sent' | 'recorded_dropped' | 'refused';
+	/**
+	 * Why a step was refused: a run holds its lease, it may have been sent and no resolution was
+	 * given, or it is no longer as `onlyIf` says.
+	 */
+	reason?: 'lease_live' | 'may_have_sent' | 'changed';
 }
+
+/** The audit entry's action for each thing a release did. */
+export const AUDIT_ACTIONS = {
+	released: 'release',
+	recorded_sent: 'resolve_sent',
+	recorded_dropped: 'resolve_dropped',
+} as const satisfies Record<Exclude<ReleasedStep['action'], 'refused'>, string>;
 
 export interface ListFilter {
 	namespace?: string;
@@ -337,6 +360,18 @@ export interface Ledger {
 	 */
 	purgeExpired(limit: number): Promise<number>;
 	stats(namespace: string): Promise<NamespaceStats>;
+	/**
+	 * Namespaces that hold rows, in byte order, at most `limit`, those after `after` when given (the
+	 * last one of the previous page). A namespace whose rows all expired may be listed until they are
+	 * purged. Costs O(limit) lookups, whatever the number of rows.
+	 */
+	listNamespaces(limit: number, after?: string | null): Promise<string[]>;
+	/**
+	 * Optional: `stats` of several namespaces, in their order, in one pass over their rows, for a
+	 * backend where one pass beats one per namespace (PostgreSQL: a namespace's rows lie spread over
+	 * the whole table, so each stats call reads most of it). Callers without it call `stats` each.
+	 */
+	statsMany?(namespaces: string[]): Promise<NamespaceStats[]>;
 	getCheckpoint(namespace: string, name: string): Promise<Checkpoint | null>;
 	/** Refuses to move backwards unless `force`. */
 	setCheckpoint(

@@ -409,6 +409,31 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			expect(claimedRecord(next).firstSeenAt.getTime()).toBeGreaterThan(again.firstSeenAt.getTime());
 		});
 
+		test('a person\'s answer on a Needs Review step: "drop it" settles it for good; an answer about a step that changed since changes nothing', async () => {
+			const claimed = claimedRecord((await ledger.claim([req('rv', { step: 'email' })], lease('crashed')))[0]);
+			const [held] = await ledger.record([{ ...id('rv', 'email'), status: 'needs_review', fence: claimed.fence }], { ttlMs: DAY, holder: 'crashed' });
+			const asked = { status: 'needs_review' as const, fence: (held as { record: LedgerRecord }).record.fence };
+			// An answer about another incarnation of the step (an older fence) is refused.
+			expect(await release('rv', 'email', { resolution: 'not_sent', onlyIf: { ...asked, fence: (asked.fence ?? 0) - 1 } })).toEqual([
+				{ step: 'email', status: 'needs_review', phase: null, action: 'refused', reason: 'changed' },
+			]);
+			expect(await release('rv', 'email', { resolution: 'dropped', onlyIf: asked })).toEqual([
+				{ step: 'email', status: 'needs_review', phase: null, action: 'recorded_dropped' },
+			]);
+			const [row] = await ledger.get(ns, 'rv');
+			expect(row).toMatchObject({ step: 'email', status: 'completed', fence: null, leaseHolder: null });
+			expect(row.result).toMatchObject({ resolution: 'dropped', resolvedBy: 'alice' });
+			expect((await ledger.claim([req('rv', { step: 'email' })], lease('next')))[0].kind).toBe('duplicate');
+			// A second answer to the same question: the step is settled, nothing changes.
+			expect(await release('rv', 'email', { resolution: 'not_sent', onlyIf: asked })).toEqual([
+				{ step: 'email', status: 'completed', phase: null, action: 'refused', reason: 'changed' },
+			]);
+			expect((await ledger.get(ns, 'rv'))[0].result).toMatchObject({ resolution: 'dropped' });
+			expect((await fx.audit(ns)).filter((a) => a.key === 'rv')).toEqual([
+				{ key: 'rv', step: 'email', action: 'resolve_dropped', actor: 'alice', status: 'needs_review', leaseHolder: null, fence: asked.fence },
+			]);
+		});
+
 		test('purge deletes only expired rows, at most the limit per call', async () => {
 			await ledger.claim(Array.from({ length: 5 }, (_, i) => req(`old${i}`)), { ...seen, ttlMs: 200 });
 			await ledger.claim([req('fresh')], seen);
@@ -439,6 +464,30 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerF
 			const empty = await ledger.stats(`${ns}-empty`);
 			expect(empty.duplicatesBlocked).toBe(0);
 			expect(empty.oldestInProgressAt).toBeNull();
+			// Where a backend reads several namespaces at once, each answer is its stats, in order.
+			if (ledger.statsMany) expect(await ledger.statsMany([`${ns}-empty`, ns, ns])).toEqual([empty, s, s]);
+		});
+
+		test('listNamespaces pages the namespaces that hold rows in byte order; a namespace purged empty is gone', async () => {
+			const names = [`${ns}-b`, `${ns}-\u00e9`, `${ns}-Z`, `${ns}-a`, `${ns}-c`];
+			await ledger.claim(Array.from({ length: 300 }, (_, i) => ({ ...req(`k${i}`), namespace: `${ns}-b` })), seen);
+			await ledger.claim([{ ...req('one'), namespace: `${ns}-a` }, { ...req('one'), namespace: `${ns}-Z` }], lease('r'));
+			await ledger.record([{ namespace: `${ns}-c`, key: 'x', step: 'email', status: 'needs_review' }], { ttlMs: DAY });
+			await ledger.record([{ namespace: `${ns}-\u00e9`, key: 'x', step: '', status: 'completed' }], { ttlMs: DAY });
+			await ledger.claim([{ ...req('gone'), namespace: `${ns}-d` }], { ...seen, ttlMs: 200 });
+			const sorted = [`${ns}-Z`, `${ns}-a`, `${ns}-b`, `${ns}-c`, `${ns}-d`, `${ns}-\u00e9`];
+			expect(await ledger.listNamespaces(2, ns)).toEqual(sorted.slice(0, 2));
+			expect(await ledger.listNamespaces(3, `${ns}-a`)).toEqual(sorted.slice(2, 5));
+			expect((await ledger.listNamespaces(1000, ns)).slice(0, 6)).toEqual(sorted);
+			expect(await ledger.listNamespaces(0, ns)).toEqual([]);
+			const first = await ledger.listNamespaces(1000);
+			expect(first.length).toBeGreaterThanOrEqual(6);
+			expect(first).toEqual(expect.arrayContaining(sorted));
+			expect([...first].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)))).toEqual(first);
+			await sleep(400);
+			while ((await ledger.purgeExpired(1000)) > 0);
+			expect((await ledger.listNamespaces(1000, ns)).slice(0, 5)).toEqual(sorted.filter((x) => x !== `${ns}-d`));
+			expect(names.every((x) => first.includes(x))).toBe(true);
 		});
 
 		test('checkpoints move forward, refuse to go back unless forced', async () => {

@@ -1000,20 +1000,23 @@ RETURNING l.namespace, l.key, l.step, l.fence`;
 
 	/**
 	 * Every live step of the key (or the one step), locked in byte order, each decided once:
+	 * - it is no longer in the status and fence `onlyIf` names: refused (`changed`);
 	 * - a run holds its lease, and the operator did not say "even if held": refused;
-	 * - resolution `sent`: recorded as completed by the operator (its fence cleared, so the run
-	 *   that held it can no longer write to it);
+	 * - resolution `sent` or `dropped`: recorded as completed by the operator (its fence cleared,
+	 *   so the run that held it can no longer write to it);
 	 * - it may have gone out (phase `sending`) and no resolution was given: refused;
 	 * - otherwise (or `not_sent`): deleted, so the next run starts it afresh.
 	 * One audit row per step acted on keeps its status and phase.
-	 * $1 namespace, $2 key, $3 step (null: every step), $4 actor, $5 even if held, $6 resolution, $7 ttl ms.
+	 * $1 namespace, $2 key, $3 step (null: every step), $4 actor, $5 even if held, $6 resolution, $7 ttl ms,
+	 * $8 onlyIf status (null: any), $9 onlyIf fence.
 	 */
 	private releaseSql(): string {
 		const t = this.t;
 		return `
 WITH target AS (
 	SELECT l.namespace, l.key, l.step, l.status, l.phase, l.lease_holder, l.fence,
-		(l.status = 'in_progress' AND l.lease_expires_at > now()) AS held
+		(l.status = 'in_progress' AND l.lease_expires_at > now()) AS held,
+		($8::text IS NOT NULL AND (l.status IS DISTINCT FROM $8::text OR l.fence IS DISTINCT FROM $9::bigint)) AS changed
 	FROM ${t.ledger} l
 	WHERE l.namespace = $1 AND l.key = $2 AND ($3::text IS NULL OR l.step = $3) AND l.expires_at > now()
 	ORDER BY l.namespace, l.key, l.step
@@ -1021,11 +1024,13 @@ WITH target AS (
 ),
 decided AS (
 	SELECT target.*, CASE
+			WHEN changed THEN 'refused'
 			WHEN held AND NOT $5::boolean THEN 'refused'
-			WHEN $6::text = 'sent' THEN 'recorded_sent'
+			WHEN $6::text IN ('sent', 'dropped') THEN 'recorded_' || $6::text
 			WHEN phase IS NOT DISTINCT FROM 'sending' AND $6::text IS NULL THEN 'refused'
 			ELSE 'released' END AS action,
 		CASE
+			WHEN changed THEN 'changed'
 			WHEN held AND NOT $5::boolean THEN 'lease_live'
 			WHEN phase IS NOT DISTINCT FROM 'sending' AND $6::text IS NULL THEN 'may_have_sent' END AS reason
 	FROM target
@@ -1038,14 +1043,14 @@ freed AS (
 resolved AS (
 	UPDATE ${t.ledger} l SET status = 'completed', lease_expires_at = NULL, phase = NULL, fence = NULL,
 		lease_holder = NULL, updated_at = now(), expires_at = now() + $7 * interval '1 millisecond',
-		result = jsonb_build_object('resolution', 'sent', 'resolvedBy', $4::text, 'resolvedAt', now(), 'before', l.result)
+		result = jsonb_build_object('resolution', $6::text, 'resolvedBy', $4::text, 'resolvedAt', now(), 'before', l.result)
 	FROM decided d
-	WHERE d.action = 'recorded_sent' AND l.namespace = d.namespace AND l.key = d.key AND l.step = d.step
+	WHERE d.action IN ('recorded_sent', 'recorded_dropped') AND l.namespace = d.namespace AND l.key = d.key AND l.step = d.step
 	RETURNING 1
 ),
 audit AS (
 	INSERT INTO ${t.audit} (namespace, key, step, action, actor, detail)
-	SELECT namespace, key, step, CASE action WHEN 'released' THEN 'release' ELSE 'resolve_sent' END, $4,
+	SELECT namespace, key, step, CASE action WHEN 'released' THEN 'release' WHEN 'recorded_sent' THEN 'resolve_sent' ELSE 'resolve_dropped' END, $4,
 		jsonb_build_object('status', status, 'phase', phase, 'leaseHolder', lease_holder, 'fence', fence, 'resolution', $6::text)
 	FROM decided WHERE action <> 'refused'
 	RETURNING 1
@@ -1064,6 +1069,8 @@ SELECT step, status, phase, action, reason FROM decided ORDER BY step`;
 			request.evenIfHeld === true,
 			request.resolution ?? null,
 			request.ttlMs,
+			request.onlyIf?.status ?? null,
+			request.onlyIf?.fence ?? null,
 		]);
 		return rows.map((row) => ({
 			step: row.step,
@@ -1158,28 +1165,61 @@ ON CONFLICT (namespace, day) DO UPDATE SET
 	}
 
 	async stats(namespace: string): Promise<NamespaceStats> {
+		return (await this.statsMany([namespace]))[0];
+	}
+
+	/** One statement: a grouped scan of the namespaces' rows (a few rows per namespace and status), and their counters. */
+	async statsMany(namespaces: string[]): Promise<NamespaceStats[]> {
+		if (namespaces.length === 0) return [];
 		await this.ensureSchema();
 		const rows = await this.query(
-			`SELECT s.status, s.n, s.stuck, ${epochMs('s.oldest')} AS oldest,
-				(SELECT duplicates_blocked FROM ${this.t.counters} WHERE namespace = $1)::float8 AS blocked
-			 FROM (SELECT NULL::text AS status, 0::int AS n, 0::int AS stuck, NULL::timestamptz AS oldest
-			       UNION ALL
-			       SELECT status, count(*)::int,
-			              count(*) FILTER (WHERE status = 'in_progress' AND lease_expires_at <= now())::int,
-			              min(first_seen_at) FILTER (WHERE status = 'in_progress')
-			       FROM ${this.t.ledger} WHERE namespace = $1 AND expires_at > now() GROUP BY status) s`,
-			[namespace],
+			`SELECT namespace, status, count(*)::int AS n,
+				count(*) FILTER (WHERE status = 'in_progress' AND lease_expires_at <= now())::int AS stuck,
+				${epochMs("min(first_seen_at) FILTER (WHERE status = 'in_progress')")} AS oldest, NULL::float8 AS blocked
+			 FROM ${this.t.ledger} WHERE namespace = ANY($1::text[]) AND expires_at > now() GROUP BY namespace, status
+			 UNION ALL
+			 SELECT namespace, NULL, 0, 0, NULL, duplicates_blocked::float8 FROM ${this.t.counters} WHERE namespace = ANY($1::text[])`,
+			[namespaces],
 		);
-		const byStatus = Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<Status, number>;
-		let stuck = 0;
-		let oldest: Date | null = null;
+		const out = new Map<string, NamespaceStats>(
+			namespaces.map((namespace) => [
+				namespace,
+				{ namespace, byStatus: Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<Status, number>, duplicatesBlocked: 0, oldestInProgressAt: null, stuck: 0 },
+			]),
+		);
 		for (const row of rows) {
-			if (row.status === null) continue;
-			byStatus[row.status as Status] = row.n;
-			stuck += row.stuck;
-			if (row.oldest !== null) oldest = new Date(row.oldest);
+			const stats = out.get(row.namespace)!;
+			if (row.status === null) {
+				stats.duplicatesBlocked = row.blocked;
+				continue;
+			}
+			stats.byStatus[row.status as Status] = row.n;
+			stats.stuck += row.stuck;
+			if (row.oldest !== null) stats.oldestInProgressAt = new Date(row.oldest);
 		}
-		return { namespace, byStatus, duplicatesBlocked: rows[0].blocked ?? 0, oldestInProgressAt: oldest, stuck };
+		return namespaces.map((namespace) => out.get(namespace)!);
+	}
+
+	/**
+	 * A loose index scan of the primary key (namespace, key, step): each step of the recursion is
+	 * one probe for the next namespace after the last, so a page costs `limit` probes however many
+	 * rows each namespace holds.
+	 */
+	async listNamespaces(limit: number, after?: string | null): Promise<string[]> {
+		const n = Math.max(0, Math.floor(limit));
+		if (n === 0) return [];
+		await this.ensureSchema();
+		const t = this.t.ledger;
+		const rows = await this.query<{ namespace: string }>(
+			`WITH RECURSIVE ns (namespace) AS (
+				(SELECT namespace FROM ${t} WHERE namespace > $1::text ORDER BY namespace LIMIT 1)
+				UNION ALL
+				SELECT (SELECT l.namespace FROM ${t} l WHERE l.namespace > ns.namespace ORDER BY l.namespace LIMIT 1)
+				FROM ns WHERE ns.namespace IS NOT NULL
+			) SELECT namespace FROM ns WHERE namespace IS NOT NULL LIMIT $2`,
+			[after ?? '', n],
+		);
+		return rows.map((row) => row.namespace);
 	}
 
 	async getCheckpoint(namespace: string, name: string): Promise<Checkpoint | null> {

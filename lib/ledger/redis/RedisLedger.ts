@@ -685,8 +685,9 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 	}
 
 	/**
-	 * Every live step of the key (or the one step), each decided once in one script: refused while
-	 * a run holds its lease (unless evenIfHeld), recorded as sent on the operator's word, refused
+	 * Every live step of the key (or the one step), each decided once in one script: refused when no
+	 * longer as `onlyIf` says, or while a run holds its lease (unless evenIfHeld), recorded as sent
+	 * or dropped on the operator's word, refused
 	 * when it may have been sent and no resolution was given, otherwise deleted. One audit entry per
 	 * step acted on. Answers in step byte order.
 	 */
@@ -708,6 +709,8 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 					request.evenIfHeld === true ? '1' : '',
 					request.resolution ?? '',
 					Math.max(0, Math.round(request.ttlMs)),
+					request.onlyIf?.status ?? '',
+					request.onlyIf?.fence ?? '',
 				],
 			},
 		]);
@@ -798,6 +801,18 @@ export class RedisLedger implements Ledger, LedgerExport, LedgerImport {
 			oldestInProgressAt: state.oldest === '' ? null : new Date(Number(state.oldest)),
 			stuck: state.stuck,
 		};
+	}
+
+	/**
+	 * The namespace registry (every row write adds its namespace; purge forgets empty ones): one
+	 * ZRANGEBYLEX of `limit` entries.
+	 */
+	async listNamespaces(limit: number, after?: string | null): Promise<string[]> {
+		const n = Math.max(0, Math.floor(limit));
+		if (n === 0) return [];
+		await this.ensureSchema();
+		const min = after ? `(${after}` : '-';
+		return await this.send(() => this.client.zrangebylex(this.registry, min, '+', 'LIMIT', 0, n));
 	}
 
 	async getCheckpoint(namespace: string, name: string): Promise<Checkpoint | null> {

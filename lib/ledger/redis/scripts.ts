@@ -631,15 +631,19 @@ return {done and 1 or 0, lastScore, lastMember, rows}
 
 /**
  * KEYS: 8 fixed, the layout 1 step set of the key, the audit stream. ARGV: member ('' = every step), actor,
- * audit max length, evenIfHeld ('1'), resolution ('', 'sent', 'not_sent'), ttlMs.
- * Decides each live step once: held by a live lease and not evenIfHeld: refused (lease_live);
- * resolution sent: recorded as completed by the operator (fence and holder cleared); phase
+ * audit max length, evenIfHeld ('1'), resolution ('', 'sent', 'not_sent', 'dropped'), ttlMs, onlyIf status
+ * ('': any), onlyIf fence ('': none).
+ * Decides each live step once: not in the onlyIf status and fence: refused (changed); held by a
+ * live lease and not evenIfHeld: refused (lease_live); resolution sent or dropped: recorded as
+ * completed by the operator (fence and holder cleared); phase
  * sending without a resolution: refused (may_have_sent); otherwise deleted. One audit entry per
  * step acted on keeps its status, phase, lease holder, fence and the resolution.
  * Returns, flat, per live step: step, status, phase or nil, action, reason or nil.
  */
 const RELEASE = `
 local actor, auditMax, evenIfHeld, resolution, ttlMs = ARGV[2], ARGV[3], ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
+local onlyStatus, onlyFence = ARGV[7], ARGV[8]
+local audited = {released = 'release', recorded_sent = 'resolve_sent', recorded_dropped = 'resolve_dropped'}
 local members
 if ARGV[1] ~= '' then members = {ARGV[1]} else members = keymembers(string.sub(KEYS[9], #BASE + 3)) end
 -- An ISO 8601 UTC text of epoch ms.
@@ -660,10 +664,12 @@ for _, m in ipairs(members) do
 	else
 		local held = row.st == 'in_progress' and row.le ~= nil and row.le > now
 		local action, reason
-		if held and not evenIfHeld then
+		if onlyStatus ~= '' and (row.st ~= onlyStatus or (row.g and fmt(row.g) or '') ~= onlyFence) then
+			action, reason = 'refused', 'changed'
+		elseif held and not evenIfHeld then
 			action, reason = 'refused', 'lease_live'
-		elseif resolution == 'sent' then
-			action = 'recorded_sent'
+		elseif resolution == 'sent' or resolution == 'dropped' then
+			action = 'recorded_' .. resolution
 		elseif row.ph == 'sending' and resolution == '' then
 			action, reason = 'refused', 'may_have_sent'
 		else
@@ -672,7 +678,7 @@ for _, m in ipairs(members) do
 		if action == 'released' then
 			redis.call('DEL', rk)
 			unindex(m)
-		elseif action == 'recorded_sent' then
+		elseif action ~= 'refused' then
 			local new = {}
 			for f, v in pairs(row) do new[f] = v end
 			new.st = 'completed'
@@ -682,12 +688,12 @@ for _, m in ipairs(members) do
 			new.lh = nil
 			new.u = now
 			new.e = now + ttlMs
-			new.res = '{"resolution":"sent","resolvedBy":' .. cjson.encode(actor) .. ',"resolvedAt":"' .. iso(now)
+			new.res = '{"resolution":' .. cjson.encode(resolution) .. ',"resolvedBy":' .. cjson.encode(actor) .. ',"resolvedAt":"' .. iso(now)
 				.. '","before":' .. (row.res or 'null') .. '}'
 			store(rk, m, new, row)
 		end
 		if action ~= 'refused' then
-			local fields = {'action', action == 'released' and 'release' or 'resolve_sent', 'key', row.k, 'step', row.s,
+			local fields = {'action', audited[action], 'key', row.k, 'step', row.s,
 				'status', row.st}
 			if row.ph then fields[#fields + 1] = 'phase'; fields[#fields + 1] = row.ph end
 			if row.lh then fields[#fields + 1] = 'leaseHolder'; fields[#fields + 1] = row.lh end

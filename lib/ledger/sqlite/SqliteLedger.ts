@@ -25,7 +25,7 @@ import type {
 	RowId,
 	Status,
 } from '../types';
-import { COUNTS_KEPT_DAYS, STATUSES } from '../types';
+import { AUDIT_ACTIONS, COUNTS_KEPT_DAYS, STATUSES } from '../types';
 import { assertCountDays, assertNamespace, countsByNamespace } from '../validate';
 import { loadSqlite, type Database, type SqlRow, type SqlValue, type Statement } from './driver';
 import { toUnavailable } from './errors';
@@ -568,8 +568,8 @@ export class SqliteLedger implements Ledger, LedgerExport {
 
 	/**
 	 * Every live step of the key (or the one step), each decided once, in one transaction:
-	 * refused while a run holds its lease (unless evenIfHeld); recorded as sent on the operator's
-	 * word (fence and holder cleared); refused when it may have been sent and no resolution was
+	 * refused when no longer as `onlyIf` says, or while a run holds its lease (unless evenIfHeld);
+	 * recorded as sent or dropped on the operator's word (fence and holder cleared); refused when it may have been sent and no resolution was
 	 * given; otherwise deleted. One audit row per step acted on keeps its status and phase.
 	 */
 	async release(request: ReleaseRequest): Promise<ReleasedStep[]> {
@@ -592,15 +592,17 @@ export class SqliteLedger implements Ledger, LedgerExport {
 				const held = row.status === 'in_progress' && row.lease_expires_at !== null && row.lease_expires_at > now;
 				let action: ReleasedStep['action'];
 				let reason: ReleasedStep['reason'];
-				if (held && request.evenIfHeld !== true) [action, reason] = ['refused', 'lease_live'];
-				else if (resolution === 'sent') action = 'recorded_sent';
+				const only = request.onlyIf;
+				if (only && (row.status !== only.status || num(row.fence) !== only.fence)) [action, reason] = ['refused', 'changed'];
+				else if (held && request.evenIfHeld !== true) [action, reason] = ['refused', 'lease_live'];
+				else if (resolution === 'sent' || resolution === 'dropped') action = `recorded_${resolution}`;
 				else if (row.phase === 'sending' && resolution === null) [action, reason] = ['refused', 'may_have_sent'];
 				else action = 'released';
 				if (action === 'released') {
 					this.stmt('DELETE FROM ledger WHERE namespace = ? AND key = ? AND step = ?').run(row.namespace, row.key, row.step);
-				} else if (action === 'recorded_sent') {
+				} else if (action !== 'refused') {
 					const before = row.result === null ? null : JSON.parse(row.result);
-					const result = { resolution: 'sent', resolvedBy: request.releasedBy, resolvedAt: new Date(now).toISOString(), before };
+					const result = { resolution, resolvedBy: request.releasedBy, resolvedAt: new Date(now).toISOString(), before };
 					this.put({
 						...row,
 						status: 'completed',
@@ -619,7 +621,7 @@ export class SqliteLedger implements Ledger, LedgerExport {
 						row.namespace,
 						row.key,
 						row.step,
-						action === 'released' ? 'release' : 'resolve_sent',
+						AUDIT_ACTIONS[action],
 						request.releasedBy,
 						now,
 						JSON.stringify(detail),
@@ -670,6 +672,24 @@ export class SqliteLedger implements Ledger, LedgerExport {
 			}
 			return { namespace, byStatus, duplicatesBlocked: blocked ? Number(blocked.n) : 0, oldestInProgressAt: oldest, stuck };
 		});
+	}
+
+	/** A loose scan of the primary key's index: one probe per namespace listed, whatever its rows. */
+	async listNamespaces(limit: number, after?: string | null): Promise<string[]> {
+		const n = Math.max(0, Math.floor(limit));
+		if (n === 0) return [];
+		await this.ensureSchema();
+		return this.read(() =>
+			this.stmt(
+				`WITH RECURSIVE ns (namespace) AS (
+					SELECT (SELECT min(namespace) FROM ledger WHERE namespace > ?1)
+					UNION ALL
+					SELECT (SELECT min(namespace) FROM ledger WHERE namespace > ns.namespace) FROM ns WHERE ns.namespace IS NOT NULL
+				) SELECT namespace FROM ns WHERE namespace IS NOT NULL LIMIT ?2`,
+			)
+				.all(after ?? '', n)
+				.map((row) => String(row.namespace)),
+		);
 	}
 
 	async getCheckpoint(namespace: string, name: string): Promise<Checkpoint | null> {
