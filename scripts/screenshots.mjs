@@ -4,8 +4,10 @@
  * builds first): n8n (N8N_VERSION, default 2.41.1) from scripts/n8n-runtime.sh, this package installed the
  * user's way (npm pack into <user folder>/.n8n/nodes) by test/e2e/support/n8n.ts, on its own
  * PostgreSQL database; the editor driven by headless Chromium (/usr/bin/chromium) through
- * playwright-core. Writes PNGs to docs/images/ (see the `shots` list below), then stops n8n and
- * drops its database.
+ * playwright-core. Writes PNGs to docs/images/ (see the `shots` list below), and dashboard.png:
+ * the page examples/ledger-dashboard.json serves, from a ledger table filled for it (dropped
+ * after) where the e2e tests keep theirs (DATABASE_URL, default its database `test`). Then stops
+ * n8n and drops its database.
  *
  * Environment: CHROMIUM (default /usr/bin/chromium); DATABASE_URL (the PostgreSQL server n8n's
  * own database is created on, default postgres://postgres@127.0.0.1:5432/postgres); SHOTS (image
@@ -24,6 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { DASHBOARD_LOGIN, dashboardLedger, dashboardWorkflow } from './screenshots/dashboard.mjs';
 import { agentWorkflow, buildWorkflow, freshWorkflow, panels, regionWorkflow } from './screenshots/workflow.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -214,6 +217,32 @@ async function main() {
 			await params.waitFor({ state: 'hidden' });
 		}
 		await page.setViewportSize(VIEWPORT);
+
+		// The dashboard, as examples/ledger-dashboard.json serves it from a ledger with a month in it.
+		if (wanted('dashboard.png')) {
+			const ledgerCredentialData = require(path.join(repoRoot, 'test', 'e2e', 'support', 'standIns.ts')).ledgerCredentialData;
+			const ledger = await dashboardLedger(process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test');
+			try {
+				await n8n.createCredential({ name: 'Idempotency Ledger', type: 'idempotencyPostgresApi', data: ledgerCredentialData(ledger.table) });
+				await n8n.createCredential({ name: 'Dashboard Login', type: 'httpBasicAuth', data: DASHBOARD_LOGIN });
+				const workflow = dashboardWorkflow();
+				await n8n.deploy(workflow);
+				const dashboard = await browser.newPage();
+				await dashboard.setExtraHTTPHeaders({ authorization: `Basic ${Buffer.from(`${DASHBOARD_LOGIN.user}:${DASHBOARD_LOGIN.password}`).toString('base64')}` });
+				await dashboard.setViewportSize({ width: 1280, height: 900 });
+				const path_ = workflow.nodes.find((n) => n.type === 'n8n-nodes-base.webhook').parameters.path;
+				const response = await dashboard.goto(`${n8n.baseUrl}/webhook/${path_}`, { waitUntil: 'load' });
+				if (response?.status() !== 200) throw new Error(`the dashboard answered ${response?.status()}: ${(await response?.text())?.slice(0, 300)}`);
+				await dashboard.locator('figure.chart svg').first().waitFor({ state: 'visible' });
+				const target = path.join(outDir, 'dashboard.png');
+				await dashboard.screenshot({ path: target, fullPage: true, animations: 'disabled', caret: 'hide' });
+				written.push(target);
+				log(`wrote ${path.relative(repoRoot, target)}`);
+				await dashboard.close();
+			} finally {
+				await ledger.drop();
+			}
+		}
 
 		const missing = ONLY ? [...ONLY].filter((file) => !written.includes(path.join(outDir, file))) : [];
 		if (missing.length > 0) throw new Error(`SHOTS names images this script does not make: ${missing.join(', ')}`);

@@ -1,12 +1,13 @@
 import type { IExecuteFunctions } from 'n8n-workflow';
 
-import type { CountIncrement, Ledger } from '../ledger/types';
+import type { ClaimOutcome, CountIncrement, Ledger, RowId } from '../ledger/types';
 import { atExecutionEnd, executionOf } from './executionEnd';
 
 /**
- * Daily counters (Prompt Cache hits, misses, tokens and money saved) written off the answer's
- * path. A Lookup hands its counts here and returns its items at once; the counts of every run in
- * this process are added up per ledger and written in one `addCounts` call:
+ * Daily counters (Prompt Cache hits, misses, tokens and money saved; duplicates blocked) written
+ * off the answer's path. A Lookup (or a gate that turned deliveries away) hands its counts here and
+ * returns its items at once; the counts of every run in this process are added up per ledger and
+ * written in one `addCounts` call:
  *
  * - when the execution that made them ends (n8n awaits that hook before it reports the execution
  *   finished, so a Get Stats in a later execution sees them);
@@ -82,7 +83,7 @@ class CountBuffer {
 				this.add(increments);
 				try {
 					this.logger?.warn(
-						`n8n-nodes-idempotency: the Prompt Cache stats of recent runs could not be written to the ledger yet (${error instanceof Error ? error.message : String(error)}); they are kept and written with the next ones.`,
+						`n8n-nodes-idempotency: the day counters of recent runs (Prompt Cache stats, duplicates blocked) could not be written to the ledger yet (${error instanceof Error ? error.message : String(error)}); they are kept and written with the next ones.`,
 					);
 				} catch {
 					// A logger that fails must not fail the write.
@@ -157,6 +158,22 @@ export function deferCounts(ctx: IExecuteFunctions, ledger: Ledger, increments: 
 	} catch {
 		// The timer writes them.
 	}
+}
+
+/** The day counter of deliveries a claim turned away as done already (the dashboard's "duplicates blocked per day"). */
+export const DUPLICATES_BLOCKED = 'duplicatesBlocked';
+
+/**
+ * Counts, per namespace, the claims of `rows` that found the row done already (or met an earlier
+ * row of the same batch), into today's DUPLICATES_BLOCKED (see deferCounts). Keys another run
+ * still holds are not counted: a node may ask for them again.
+ */
+export function deferBlocked(ctx: IExecuteFunctions, ledger: Ledger, rows: RowId[], outcomes: ClaimOutcome[]): void {
+	const blocked = new Map<string, number>();
+	outcomes.forEach((o, i) => {
+		if (o.kind === 'duplicate' || o.kind === 'batch_duplicate') blocked.set(rows[i].namespace, (blocked.get(rows[i].namespace) ?? 0) + 1);
+	});
+	deferCounts(ctx, ledger, [...blocked].map(([namespace, n]) => ({ namespace, counts: { [DUPLICATES_BLOCKED]: n } })));
 }
 
 /** Writes what is pending for `ledger` now (a Get Stats reads after it). Never throws. */

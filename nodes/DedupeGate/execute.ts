@@ -5,6 +5,7 @@ import type { ClaimMode, ClaimOutcome, ClaimRequest, FencedRow, Ledger } from '.
 import { LedgerInputError, LedgerSettingError } from '../../lib/ledger/errors';
 import { assertKey, assertStep } from '../../lib/ledger/validate';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
+import { deferBlocked } from '../../lib/n8n/countBuffer';
 import { atExecutionEnd, canActAtExecutionEnd } from '../../lib/n8n/executionEnd';
 import { gateFactsOf, inProgressReason, isProxiedJson, itemWithFacts, type GateNote, type Outcome } from '../../lib/n8n/facts';
 import {
@@ -297,6 +298,7 @@ export async function executeDedupeGate(this: IExecuteFunctions): Promise<INodeE
 			leaseMs: lease.claimMs,
 			ttlMs: config.ttlMs,
 		});
+		deferBlocked(this, ledger, requests, outcomes);
 		if (config.mode === 'lease') {
 			const rows = claimedRows(outcomes);
 			if (config.closer === 'execution') closeAtExecutionEnd(this, ledger, rows, config.ttlMs);

@@ -36,6 +36,7 @@ import { UNIT_STEP } from '../../lib/ledger/types';
 import { assertStep } from '../../lib/ledger/validate';
 import { forEachLimit } from '../../lib/n8n/channels/limit';
 import { deliver, type RetryPolicy, type Verdict } from '../../lib/n8n/channels/retry';
+import { deferBlocked } from '../../lib/n8n/countBuffer';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { factsOf, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import { keepLeases, leasePlan } from '../../lib/n8n/leaseKeeper';
@@ -311,6 +312,7 @@ export async function executeGuardedSend(this: IExecuteFunctions): Promise<INode
 			chunk.map((p) => ({ ...p.row, fingerprint: p.fingerprint })),
 			{ mode: 'lease', holder, leaseMs: plan.claimMs, ttlMs: config.ttlMs, reclaimOwnLease },
 		);
+		deferBlocked(ctx, ledger, chunk.map((p) => p.row), outcomes);
 		/** Each claimed row with its fence, as the keeper holds it (by item index). */
 		const fenced = new Map<number, FencedRow>();
 		chunk.forEach((p, r) => {

@@ -13,6 +13,7 @@ import * as checkpoint from './actions/checkpoint/Checkpoint.resource';
 import * as key from './actions/key/Key.resource';
 import * as ledger from './actions/ledger/Ledger.resource';
 import { copyDirectionProperty } from './actions/ledger/copy.operation';
+import * as review from './actions/review/Review.resource';
 import { router } from './actions/router';
 
 // Not offered to AI agents as a tool (least privilege): an agent has no need to release, reset or purge rows.
@@ -27,8 +28,8 @@ export class IdempotencyLedger implements INodeType {
 		group: ['transform'],
 		version: NODE_VERSIONS,
 		subtitle:
-			'={{ (({"key": {"get": "Get key", "list": "List keys", "release": "Release key" }, "ledger": {"stats": "Get stats", "purge": "Purge expired", "copyInto": "Copy into another ledger" }, "checkpoint": {"get": "Get checkpoint", "set": "Set checkpoint" } })[$parameter["resource"]] || {})[$parameter["operation"]] }}',
-		description: 'Look up, list, release and purge idempotency keys, see stats, keep sync checkpoints, and copy a ledger into another',
+			'={{ (({"key": {"get": "Get key", "list": "List keys", "release": "Release key" }, "ledger": {"dashboard": "Render dashboard", "stats": "Get stats", "purge": "Purge expired", "copyInto": "Copy into another ledger" }, "checkpoint": {"get": "Get checkpoint", "set": "Set checkpoint" }, "review": {"ask": "Ask a person once", "settle": "Settle a review" } })[$parameter["resource"]] || {})[$parameter["operation"]] }}',
+		description: 'Look up, list, release and purge idempotency keys, ask a person about Needs Review, see stats, keep sync checkpoints, and copy a ledger into another',
 		defaults: { name: 'Idempotency Ledger' },
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
@@ -45,13 +46,15 @@ export class IdempotencyLedger implements INodeType {
 				options: [
 					{ name: 'Checkpoint', value: 'checkpoint', description: 'The cursor or high-water mark of a paginated sync' },
 					{ name: 'Key', value: 'key', description: 'Idempotency keys and their steps' },
-					{ name: 'Ledger', value: 'ledger', description: 'Stats, clean-up, and copying into another ledger' },
+					{ name: 'Ledger', value: 'ledger', description: 'Stats, a dashboard page, clean-up, and copying into another ledger' },
+					{ name: 'Review', value: 'review', description: 'Ask a person about a Needs Review step, and apply their answer' },
 				],
 				default: 'key',
 			},
 			...key.description,
 			...ledger.description,
 			...checkpoint.description,
+			...review.description,
 		],
 	};
 

@@ -21,6 +21,7 @@ import { performance } from 'perf_hooks';
 import { LedgerError, LedgerInputError } from '../../lib/ledger/errors';
 import type { ClaimOutcome, FencedRow, Ledger, LedgerRecord, RecordRequest, RowId } from '../../lib/ledger/types';
 import { assertStep } from '../../lib/ledger/validate';
+import { deferBlocked } from '../../lib/n8n/countBuffer';
 import { failedItem, toNodeError } from '../../lib/n8n/errors';
 import { factsOf, inProgressReason, itemWithFacts, type Outcome } from '../../lib/n8n/facts';
 import { keepLeases, leasePlan } from '../../lib/n8n/leaseKeeper';
@@ -180,6 +181,7 @@ export async function executeStartStep(this: IExecuteFunctions): Promise<INodeEx
 			chunk.map((p) => ({ ...p.row, fingerprint: null })),
 			{ mode: 'lease', holder, leaseMs: plan.claimMs, ttlMs: config.ttlMs, reclaimOwnLease },
 		);
+		deferBlocked(ctx, ledger, chunk.map((p) => p.row), outcomes);
 		const toRun: Array<{ p: Prepared; record: LedgerRecord }> = [];
 		const uncertain: Array<{ p: Prepared; record: LedgerRecord }> = [];
 		const reviews: Array<{ p: Prepared; record: LedgerRecord; request: RecordRequest; detail: string }> = [];

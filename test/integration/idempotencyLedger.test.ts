@@ -51,8 +51,9 @@ describe('node description', () => {
 			.map((p) => [p.displayOptions?.show?.resource, (p.options as Array<{ value: string }>).map((o) => o.value)]);
 		expect(ops).toEqual([
 			[['key'], ['get', 'list', 'release']],
-			[['ledger'], ['copyInto', 'stats', 'purge']],
+			[['ledger'], ['copyInto', 'stats', 'purge', 'dashboard']],
 			[['checkpoint'], ['get', 'set']],
+			[['review'], ['ask', 'settle']],
 		]);
 	});
 });

@@ -133,6 +133,8 @@ export interface SlackMessageSeen {
 	threadTs?: string;
 	/** chat.postMessage's `metadata` ({ event_type, event_payload }), as posted. */
 	metadata?: unknown;
+	/** chat.postMessage's `blocks` (e.g. Send and Wait's message and its button), as posted. */
+	blocks?: unknown[];
 }
 
 export interface SlackServer extends Base {
@@ -264,7 +266,7 @@ export async function slackServer(
 		const n = ++state.requests;
 		const auth = String(req.headers.authorization ?? '');
 		if (auth !== `Bearer ${token}`) return reply(res, 200, { ok: false, error: 'invalid_auth' });
-		let body: { channel?: string; text?: string; thread_ts?: string; metadata?: unknown };
+		let body: { channel?: string; text?: string; thread_ts?: string; metadata?: unknown; blocks?: unknown[] };
 		try {
 			body = JSON.parse(raw);
 		} catch {
@@ -280,6 +282,7 @@ export async function slackServer(
 		const message: SlackMessageSeen = { channel: body.channel, text: String(body.text ?? ''), ts, token: auth.slice(7) };
 		if (body.thread_ts) message.threadTs = String(body.thread_ts);
 		if (body.metadata !== undefined) message.metadata = body.metadata;
+		if (Array.isArray(body.blocks)) message.blocks = body.blocks;
 		state.messages.push(message);
 		events.emit('received', message);
 		if (behaviour.kind === 'hang') {

@@ -1,5 +1,6 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodeProperties } from 'n8n-workflow';
 
+import { rowCheck } from '../../../lib/dashboard/read';
 import { DURATION_UNITS, toMilliseconds, type DurationUnit } from '../../../lib/ledger/duration';
 import { LedgerInputError } from '../../../lib/ledger/errors';
 import type { Checkpoint, Ledger, LedgerRecord } from '../../../lib/ledger/types';
@@ -241,10 +242,7 @@ export const iso = (d: Date | null | undefined): string | null => (d ? d.toISOSt
  * checkedAt }`. Null where no check ran (a step still stuck mid-send is checked by the next delivery).
  */
 export function checkEvidence(r: LedgerRecord): IDataObject | null {
-	const result = r.result;
-	if (typeof result !== 'object' || result === null || Array.isArray(result)) return null;
-	const check = (result as IDataObject).check;
-	return typeof check === 'object' && check !== null && !Array.isArray(check) ? (check as IDataObject) : null;
+	return rowCheck(r.result) as IDataObject | null;
 }
 
 export function recordJson(r: LedgerRecord): IDataObject {

@@ -3,13 +3,15 @@ import { NodeOperationError, type IExecuteFunctions, type INodeExecutionData } f
 import * as checkpoint from './checkpoint/Checkpoint.resource';
 import * as key from './key/Key.resource';
 import * as ledger from './ledger/Ledger.resource';
+import * as review from './review/Review.resource';
 
 type Execute = (this: IExecuteFunctions, items: INodeExecutionData[]) => Promise<INodeExecutionData[]>;
 
 const operations: Record<string, Record<string, { execute: Execute }>> = {
 	key: { get: key.get, list: key.list, release: key.release },
-	ledger: { stats: ledger.stats, purge: ledger.purge, copyInto: ledger.copyInto },
+	ledger: { dashboard: ledger.dashboard, stats: ledger.stats, purge: ledger.purge, copyInto: ledger.copyInto },
 	checkpoint: { get: checkpoint.get, set: checkpoint.set },
+	review: { ask: review.ask, settle: review.settle },
 };
 
 /** Dispatches to `actions/<resource>/<operation>.operation.ts`; each runs once per input item. */

@@ -272,7 +272,7 @@ export class N8nHttpError extends Error {
 	}
 }
 
-function request(
+export function request(
 	method: string,
 	url: string,
 	opts: { headers?: Record<string, string>; body?: unknown; timeoutMs?: number } = {},

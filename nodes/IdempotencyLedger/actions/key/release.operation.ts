@@ -64,6 +64,11 @@ const properties: INodeProperties[] = [
 				value: 'not_sent',
 				description: 'You checked the destination and the message is not there. The steps are freed and the next run sends them, with a new Idempotency-Key.',
 			},
+			{
+				name: 'It Must Not Go Out: Drop It',
+				value: 'dropped',
+				description: 'Whatever happened, the message must not be sent (any more). The steps are recorded as completed, dropped, and will not be sent.',
+			},
 		],
 		default: 'none',
 		description: 'What you know about the steps. A step that may have been sent is never freed without your answer.',
@@ -100,7 +105,7 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 			const key = readKey(this, i);
 			const scope = readChoice(this, 'releaseScope', i, 'release', ['key', 'step'] as const);
 			const step = scope === 'step' ? assertStep(readText(this, 'step', i, 'step', { max: 200, allowEmpty: true })) : null;
-			const resolution = readChoice(this, 'resolution', i, 'what happened', ['none', 'sent', 'not_sent'] as const);
+			const resolution = readChoice(this, 'resolution', i, 'what happened', ['none', 'sent', 'not_sent', 'dropped'] as const);
 			return {
 				namespace: ns,
 				key,
@@ -132,6 +137,7 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 				step: request.step,
 				released: count('released'),
 				recordedSent: count('recorded_sent'),
+				recordedDropped: count('recorded_dropped'),
 				refused: refused.length,
 				steps: steps.map((s): IDataObject => ({ step: s.step, status: s.status, phase: s.phase, action: s.action, reason: s.reason ?? null, check: before.get(s.step) ?? null })),
 				releasedBy: request.releasedBy,

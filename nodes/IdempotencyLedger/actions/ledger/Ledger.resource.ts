@@ -1,10 +1,11 @@
 import type { INodeProperties } from 'n8n-workflow';
 
 import * as copyInto from './copy.operation';
+import * as dashboard from './dashboard.operation';
 import * as purge from './purge.operation';
 import * as stats from './stats.operation';
 
-export { copyInto, purge, stats };
+export { copyInto, dashboard, purge, stats };
 
 export const description: INodeProperties[] = [
 	{
@@ -32,10 +33,17 @@ export const description: INodeProperties[] = [
 				description: 'Delete expired rows, a bounded number at a time',
 				action: 'Purge expired rows',
 			},
+			{
+				name: 'Render Dashboard',
+				value: 'dashboard',
+				description: 'One HTML page of counts by status, stuck and Needs Review rows, and charts of duplicates blocked and Prompt Cache savings',
+				action: 'Render the ledger dashboard',
+			},
 		],
 		default: 'stats',
 	},
 	...stats.description,
+	...dashboard.description,
 	...purge.description,
 	...copyInto.description,
 ];
