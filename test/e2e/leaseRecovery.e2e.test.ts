@@ -45,7 +45,7 @@ import { performance } from 'perf_hooks';
 
 import { stripeLikeServer, type StripeLikeServer } from '../support/destinations';
 import { startN8n, type HttpResponse, type N8nInstance } from './support/n8n';
-import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
+import { ledgerCredentialData, LedgerTables, nodePlacer, uniqueLedgerTable } from './support/standIns';
 
 const table = uniqueLedgerTable('e2e_lease');
 const ledger = new LedgerTables(table);
@@ -129,16 +129,7 @@ async function destination(): Promise<Destination> {
 const PATH = 'lease-recovery';
 
 function workflow(ledgerCredential: { id: string; name: string }, destinationUrl: string) {
-	let x = 0;
-	const node = (name: string, type: string, typeVersion: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-		id: randomUUID(),
-		name,
-		type,
-		typeVersion,
-		position: [(x += 220), 0],
-		parameters,
-		...extra,
-	});
+	const node = nodePlacer();
 	const respond = (name: string, body: string, code?: number) =>
 		node(name, 'n8n-nodes-base.respondToWebhook', 1.5, { respondWith: 'json', responseBody: body, options: code ? { responseCode: code } : {} });
 	const nodes = [
@@ -179,16 +170,7 @@ function workflow(ledgerCredential: { id: string; name: string }, destinationUrl
  */
 const SEND_PATH = 'lease-recovery-send';
 function sendWorkflow(ledgerCredential: { id: string; name: string }, apiUrl: string) {
-	let x = 0;
-	const node = (name: string, type: string, typeVersion: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-		id: randomUUID(),
-		name,
-		type,
-		typeVersion,
-		position: [(x += 220), 0],
-		parameters,
-		...extra,
-	});
+	const node = nodePlacer();
 	const respond = (name: string, outcome: string, code?: number) =>
 		node(name, 'n8n-nodes-base.respondToWebhook', 1.5, {
 			respondWith: 'json',
@@ -269,6 +251,20 @@ async function settledRow(event: string, timeoutMs = 15_000, wf = workflowId) {
 	}
 }
 
+/**
+ * kill -9 of the main n8n while `first` (a delivery it holds) waits on it; then a restart, until
+ * the webhook at `path` is registered again. When the kill was, and how long the restart took.
+ */
+async function killAndRestart(first: Promise<unknown>, path: string, webhook?: Parameters<N8nInstance['waitForWebhook']>[1]) {
+	await n8n!.kill('SIGKILL');
+	const killedAt = performance.now();
+	expect(n8n!.running).toBe(false);
+	await first;
+	await n8n!.restart();
+	await n8n!.waitForWebhook(path, webhook);
+	return { killedAt, restartedMs: performance.now() - killedAt };
+}
+
 beforeAll(async () => {
 	dest = await destination();
 	// C's API: the first charge is made and then never answered (n8n dies holding the call).
@@ -315,13 +311,7 @@ describe('A. kill -9 of n8n in the middle of a run, with the gate at its default
 		expect(held.lease_left_ms).toBeLessThanOrEqual(30_000);
 		dest.plan(event, { kind: 'answer' });
 
-		await n8n!.kill('SIGKILL');
-		const killedAt = performance.now();
-		expect(n8n!.running).toBe(false);
-		await first;
-		await n8n!.restart();
-		await n8n!.waitForWebhook(PATH);
-		const restartedMs = performance.now() - killedAt;
+		const { killedAt, restartedMs } = await killAndRestart(first, PATH);
 
 		// The sender redelivers every 2 s until the gate lets the event through.
 		const answers: Array<[number, string]> = [];
@@ -371,12 +361,7 @@ describe('C. kill -9 of n8n while Guarded Send waits on the destination, its lea
 		expect(held).toMatchObject({ status: 'in_progress' });
 		expect(held.lease_left_ms).toBeLessThanOrEqual(30_000);
 
-		await n8n!.kill('SIGKILL');
-		const killedAt = performance.now();
-		await first;
-		await n8n!.restart();
-		await n8n!.waitForWebhook(SEND_PATH, { method: 'POST' });
-		const restartedMs = performance.now() - killedAt;
+		const { killedAt, restartedMs } = await killAndRestart(first, SEND_PATH, { method: 'POST' });
 		await sleep(Math.max(0, 35_000 - (performance.now() - killedAt)));
 		const res = await n8n!.post(SEND_PATH, { id: order }, { timeoutMs: 60_000 });
 		const answeredMs = performance.now() - killedAt;

@@ -13,7 +13,7 @@
  * checkpoint reads, and the workflow JSON of examples/ with the few fields a test must point at
  * local servers.
  */
-import { randomBytes } from 'crypto';
+import { randomBytes, randomUUID } from 'crypto';
 import * as fs from 'fs';
 import http from 'http';
 import type { AddressInfo } from 'net';
@@ -231,6 +231,23 @@ export async function delayingProxy(target: string, delayMs = 0): Promise<Delayi
 /* ------------------------------------------------------------------------------------------ */
 
 const databaseUrl = () => process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+
+/**
+ * The node builder of one workflow's JSON: each node gets a fresh id and stands `step` pixels right
+ * of the one before; `extra` adds other fields (credentials, webhookId).
+ */
+export function nodePlacer(step = 220) {
+	let x = 0;
+	return (name: string, type: string, typeVersion: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+		id: randomUUID(),
+		name,
+		type,
+		typeVersion,
+		position: [(x += step), 0] as [number, number],
+		parameters,
+		...extra,
+	});
+}
 
 export const uniqueLedgerTable = (prefix: string) => `${prefix}_${randomBytes(4).toString('hex')}`;
 
