@@ -4,6 +4,8 @@
  *
  *   ours:     Webhook → Dedupe Gate (Key = body.id) → Guarded Send (HTTP POST to a local sink) → Mark Step Done
  *   baseline: Webhook → HTTP Request (the same POST to the same sink)
+ *   floor:    Webhook → No Operation → HTTP Request → No Operation: n8n's own cost of the two
+ *             nodes ours has more than the baseline, doing nothing (no ledger at all)
  *
  * Each flow answers when its last node finishes. BENCH_EVENTS one-item events (default 1,000),
  * one at a time, each with a new id, alternating between the flows so that both see the same
@@ -27,7 +29,15 @@ const WARMUP = 20;
 
 const node = (name: string, type: string, typeVersion: number, x: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({ id: randomUUID(), name, type, typeVersion, position: [x, 0], parameters, ...extra });
 
-function flows(sink: string, credential: string): { ours: WorkflowJson; baseline: WorkflowJson } {
+type Flow = 'baseline' | 'floor' | 'ours';
+const FLOWS: Flow[] = ['baseline', 'floor', 'ours'];
+const LABEL: Record<Flow, string> = {
+	baseline: 'Webhook → HTTP Request',
+	floor: 'Webhook → No Operation → HTTP Request → No Operation',
+	ours: 'Webhook → Dedupe Gate → Guarded Send → Mark Step Done',
+};
+
+function flows(sink: string, credential: string): Record<Flow, WorkflowJson> {
 	const hook = (path: string) => node('Webhook', 'n8n-nodes-base.webhook', 2, 0, { httpMethod: 'POST', path, responseMode: 'lastNode', options: {} }, { webhookId: randomUUID() });
 	const ledger = { credentials: { idempotencyPostgresApi: { id: credential, name: 'Ledger' } } };
 	const body = '={{ JSON.stringify({ id: $json.body.id }) }}';
@@ -53,6 +63,21 @@ function flows(sink: string, credential: string): { ours: WorkflowJson; baseline
 			nodes: [hook('bench-baseline'), node('HTTP Request', 'n8n-nodes-base.httpRequest', 4.2, 220, { method: 'POST', url: sink, sendBody: true, specifyBody: 'json', jsonBody: body, options: {} })],
 			connections: { Webhook: { main: [[{ node: 'HTTP Request', type: 'main', index: 0 }]] } },
 		},
+		floor: {
+			name: 'bench webhook floor',
+			settings: { executionOrder: 'v1', saveDataSuccessExecution: 'none' },
+			nodes: [
+				hook('bench-floor'),
+				node('Before', 'n8n-nodes-base.noOp', 1, 220, {}),
+				node('HTTP Request', 'n8n-nodes-base.httpRequest', 4.2, 440, { method: 'POST', url: sink, sendBody: true, specifyBody: 'json', jsonBody: body, options: {} }),
+				node('After', 'n8n-nodes-base.noOp', 1, 660, {}),
+			],
+			connections: {
+				Webhook: { main: [[{ node: 'Before', type: 'main', index: 0 }]] },
+				Before: { main: [[{ node: 'HTTP Request', type: 'main', index: 0 }]] },
+				'HTTP Request': { main: [[{ node: 'After', type: 'main', index: 0 }]] },
+			},
+		},
 	};
 }
 
@@ -76,10 +101,8 @@ async function main() {
 		await n8n.setupOwner();
 		await n8n.createApiKey();
 		const credential = (await n8n.createCredential({ name: 'Ledger', type: 'idempotencyPostgresApi', data: { ...ledgerCredentialData(table), host: '127.0.0.1', port: proxy.port } })).id;
-		const { ours, baseline } = flows(sinkUrl, credential);
-		await n8n.deploy(ours);
-		await n8n.deploy(baseline);
-		const times: Record<'ours' | 'baseline', number[]> = { ours: [], baseline: [] };
+		for (const workflow of Object.values(flows(sinkUrl, credential))) await n8n.deploy(workflow);
+		const times: Record<Flow, number[]> = { ours: [], baseline: [], floor: [] };
 		let trips = 0;
 		const stats = new Client({ connectionString: DATABASE_URL });
 		await stats.connect();
@@ -90,7 +113,7 @@ async function main() {
 		let commitsBefore = 0;
 		for (let i = 0; i < WARMUP + EVENTS; i++) {
 			if (i === WARMUP) commitsBefore = await commitsNow();
-			for (const kind of ['baseline', 'ours'] as const) {
+			for (const kind of FLOWS) {
 				const before = proxy.count;
 				const started = performance.now();
 				const res = await n8n.post(`bench-${kind}`, { id: `event-${i}-${randomUUID()}` });
@@ -103,10 +126,11 @@ async function main() {
 		}
 		const commits = (await commitsNow()) - commitsBefore;
 		await stats.end();
-		const row = (kind: 'ours' | 'baseline') => `| ${kind === 'ours' ? 'Webhook → Dedupe Gate → Guarded Send → Mark Step Done' : 'Webhook → HTTP Request'} | ${quantile(times[kind], 0.5).toFixed(1)} ms | ${quantile(times[kind], 0.99).toFixed(1)} ms |`;
-		console.log(`\n${EVENTS} events each, one at a time, n8n ${process.env.N8N_VERSION ?? '2.41.1'}\n\n| flow | p50 | p99 |\n|---|---|---|\n${row('baseline')}\n${row('ours')}`);
-		console.log(`\nours adds: p50 ${(quantile(times.ours, 0.5) - quantile(times.baseline, 0.5)).toFixed(1)} ms, p99 ${(quantile(times.ours, 0.99) - quantile(times.baseline, 0.99)).toFixed(1)} ms (targets ≤ 5 and ≤ 15)`);
-		console.log(`ledger per event: ${(trips / EVENTS).toFixed(1)} round trips, ${(commits / EVENTS).toFixed(1)} transactions; the sink got ${sent} requests for ${2 * (WARMUP + EVENTS)} events`);
+		const row = (kind: Flow) => `| ${LABEL[kind]} | ${quantile(times[kind], 0.5).toFixed(1)} ms | ${quantile(times[kind], 0.99).toFixed(1)} ms |`;
+		console.log(`\n${EVENTS} events each, one at a time, n8n ${process.env.N8N_VERSION ?? '2.41.1'}\n\n| flow | p50 | p99 |\n|---|---|---|\n${FLOWS.map(row).join('\n')}`);
+		const adds = (kind: Flow, q: number) => (quantile(times[kind], q) - quantile(times.baseline, q)).toFixed(1);
+		console.log(`\nours adds: p50 ${adds('ours', 0.5)} ms, p99 ${adds('ours', 0.99)} ms (targets ≤ 5 and ≤ 15); two No Operation nodes add: p50 ${adds('floor', 0.5)} ms, p99 ${adds('floor', 0.99)} ms`);
+		console.log(`ledger per event: ${(trips / EVENTS).toFixed(1)} round trips, ${(commits / EVENTS).toFixed(1)} transactions; the sink got ${sent} requests for ${FLOWS.length * (WARMUP + EVENTS)} events`);
 	} finally {
 		await n8n.stop();
 		await proxy.close();

@@ -123,6 +123,16 @@ function isChatAnswer(v: unknown): v is ChatAnswer {
 
 const INSTALLED = Symbol.for('n8n-nodes-idempotency.promptCacheChatModel');
 
+/**
+ * On the options LangChain hands `_generate`: what the cache decided for each of the call's
+ * message lists before the model's callbacks were told it started (see installChatCache). A
+ * symbol, so no key, log or provider request ever sees it; object spread carries it along.
+ */
+const DECIDED = Symbol('n8n-nodes-idempotency.decidedCalls');
+type Decided = Awaited<ReturnType<ChatCache['plan']>>;
+const decidedFor = (options: Record<string | symbol, unknown>): Decided | undefined =>
+	(options[DECIDED] as Decided[] | undefined)?.[typeof options.promptIndex === 'number' ? options.promptIndex : 0];
+
 /** Wraps `model` (in place) with the cache; returns it. */
 export function installChatCache(model: ChatModel, settings: ChatCacheSettings, host: CacheHost): ChatModel {
 	if (model[INSTALLED as unknown as string]) {
@@ -132,8 +142,25 @@ export function installChatCache(model: ChatModel, settings: ChatCacheSettings, 
 	const generate = model._generate.bind(model);
 	const stream = model._streamResponseChunks.bind(model);
 	const cache = new ChatCache(model, settings, host);
-	model._generate = async (messages, options, runManager) => await cache.generate(messages, options, () => generate(messages, options, runManager));
-	model._streamResponseChunks = (messages, options, runManager) => cache.stream(messages, options, () => stream(messages, options, runManager));
+	model._generate = async (messages, options, runManager) => await cache.generate(messages, options, () => generate(messages, options, runManager), decidedFor(options));
+	model._streamResponseChunks = (messages, options, runManager) => cache.stream(messages, options, () => stream(messages, options, runManager), decidedFor(options));
+	// LangChain tells the model's callbacks (n8n's tracing of the model node) that a call started
+	// before it reaches `_generate`: a call the cache stops there would be shown as the model
+	// node's error, though that model never ran. So each call is decided first, here, and a stop
+	// is thrown before anything started; what was decided rides along to `_generate`.
+	const generateUncached = model._generateUncached;
+	if (typeof generateUncached === 'function') {
+		model._generateUncached = async function (this: unknown, messages: LcMessage[][], options: Record<string, unknown>, ...rest: unknown[]) {
+			const decided: Decided[] = [];
+			try {
+				for (let i = 0; i < messages.length; i++) decided.push(await cache.plan(messages[i], { ...options, promptIndex: i }));
+			} catch (error) {
+				await cache.abandon(decided, error);
+				throw error;
+			}
+			return await (generateUncached as (...args: unknown[]) => Promise<unknown>).call(this, messages, { ...options, [DECIDED]: decided }, ...rest);
+		};
+	}
 	// Some models answer bindTools (and withStructuredOutput) with a new model object built from
 	// their fields (ChatOpenAI's withConfig does), which has none of the patches above: that
 	// model gets the cache too.
@@ -217,8 +244,8 @@ class ChatCache {
 		private readonly host: CacheHost,
 	) {}
 
-	async generate(messages: LcMessage[], options: Record<string, unknown>, call: () => Promise<ChatResult>): Promise<ChatResult> {
-		const { key, plan, core } = await this.plan(messages, options);
+	async generate(messages: LcMessage[], options: Record<string, unknown>, call: () => Promise<ChatResult>, decided?: Decided): Promise<ChatResult> {
+		const { key, plan, core } = decided ?? (await this.plan(messages, options));
 		if (plan.kind === 'hit' && core) {
 			const answer = plan.entry.response;
 			const message = core.mapStoredMessageToChatMessage(answer.message);
@@ -238,8 +265,8 @@ class ChatCache {
 		return result;
 	}
 
-	async *stream(messages: LcMessage[], options: Record<string, unknown>, call: () => AsyncGenerator<Chunk>): AsyncGenerator<Chunk> {
-		const { key, plan, core } = await this.plan(messages, options);
+	async *stream(messages: LcMessage[], options: Record<string, unknown>, call: () => AsyncGenerator<Chunk>, decided?: Decided): AsyncGenerator<Chunk> {
+		const { key, plan, core } = decided ?? (await this.plan(messages, options));
 		if (plan.kind === 'hit' && core) {
 			const answer = plan.entry.response;
 			const message = revivedChunk(core, answer.message);
@@ -272,8 +299,15 @@ class ChatCache {
 		else await this.settleAnswer(key, open, [whole], null);
 	}
 
+	/** Calls decided before another call of the same batch stopped: none of them is made. */
+	async abandon(decided: Decided[], error: unknown): Promise<void> {
+		for (const { key, plan } of decided) {
+			if (plan.kind !== 'hit') await this.settleFailure(key, plan, 'another call of the same batch was stopped', error);
+		}
+	}
+
 	/** The key and what to do with this call. */
-	private async plan(messages: LcMessage[], options: Record<string, unknown>): Promise<{ key: PromptHash | null; plan: Plan; core: LcCore | null }> {
+	async plan(messages: LcMessage[], options: Record<string, unknown>): Promise<{ key: PromptHash | null; plan: Plan; core: LcCore | null }> {
 		const s = this.settings;
 		let key: PromptHash;
 		try {

@@ -302,6 +302,9 @@ describe('e2e: Prompt Cache Chat Model between OpenAI Chat Model and AI Agent / 
 		const [failed] = await n8n!.waitForExecutions(closed, 1, { includeData: true });
 		expect(failed.status).toBe('error');
 		expect(JSON.stringify(failed.data?.resultData.error ?? {})).toContain('unavailable');
+		// The stop is shown on the cache node, where its reason is; the model node never ran, and shows nothing.
+		expect(failed.data?.resultData.runData['OpenAI Chat Model']).toBeUndefined();
+		expect(JSON.stringify(failed.data?.resultData.runData[CACHE] ?? [])).toContain('Stop if the Ledger Is Down');
 	}, 180_000);
 });
 

@@ -333,8 +333,15 @@ function chatCacheSuite(open: () => Promise<{ ledger: Ledger; dispose(): Promise
 		expect(h.warnings[0]).toContain('The ledger could not be reached');
 
 		const stopped = host(down);
-		await expect(cached(settings({ failClosed: true }), stopped).invoke([new HumanMessage('outage, stopped')])).rejects.toThrow('ledger down');
+		// What n8n's tracing of the model node hears: nothing, for a call that never reached the model.
+		const heard: string[] = [];
+		const tracing = { handleChatModelStart: () => void heard.push('start'), handleLLMError: () => void heard.push('error'), handleLLMEnd: () => void heard.push('end') };
+		await expect(cached(settings({ failClosed: true }), stopped).invoke([new HumanMessage('outage, stopped')], { callbacks: [tracing] })).rejects.toThrow('ledger down');
 		expect(stopped.errors.map((e) => (e as Error).message)).toEqual([expect.stringContaining('ledger down: connect ECONNREFUSED')]);
+		expect(heard).toEqual([]);
+		// A call that reaches the model is heard as before.
+		await cached(settings(), host()).invoke([new HumanMessage('ledger up, traced')], { callbacks: [tracing] });
+		expect(heard).toEqual(['start', 'end']);
 	});
 
 	test('a ledger that answers and refuses (a Redis that can lose keys) stops the call, whatever "Stop if the Ledger Is Down" says: the model is not asked', async () => {
