@@ -156,6 +156,8 @@ export function installChatCache(model: ChatModel, settings: ChatCacheSettings, 
 				for (let i = 0; i < messages.length; i++) decided.push(await cache.plan(messages[i], { ...options, promptIndex: i }));
 			} catch (error) {
 				await cache.abandon(decided, error);
+				// The host's stop error (a NodeOperationError of this node), as plan made it.
+				// eslint-disable-next-line @n8n/community-nodes/require-node-api-error
 				throw error;
 			}
 			return await (generateUncached as (...args: unknown[]) => Promise<unknown>).call(this, messages, { ...options, [DECIDED]: decided }, ...rest);
