@@ -152,3 +152,11 @@ test('the dashboard lists the steps waiting for a person, not the marks of the q
 	expect(html).toContain(NS);
 	expect(html).not.toContain(`review:${NS}`);
 });
+
+test('a Start Step item (a region that may have run) is asked about in its own words', async () => {
+	await heldStep('evt_s1', 'createInvoice');
+	const item = { ...reviewItem('evt_s1', 'createInvoice'), idempotency: { outcome: 'needs_review', namespace: NS, key: 'evt_s1', step: 'createInvoice', reason: 'may_have_run' } };
+	const [asked] = (await run([item])).items('Ask a Person Once');
+	expect(asked.json.review).toMatchObject({ step: 'createInvoice', reason: 'may_have_run', why: expect.stringMatching(/^An earlier run may have done this step/) });
+	expect((asked.json.review as { message: string }).message).toContain('Was "createInvoice" done for evt_s1?');
+});
