@@ -44,6 +44,26 @@ export interface DurationSpec {
 	what: string;
 }
 
+/** "Hold Step For": how long a run keeps a step to itself (Guarded Send, Start Step). */
+export const holdStepFor = (minutes: number, description: string): DurationSpec => ({
+	name: 'lease',
+	displayName: 'Hold Step For',
+	amount: minutes,
+	unit: 'minutes',
+	description,
+	what: 'hold time ("Hold Step For")',
+});
+
+/** "Keep Records For" (or "Keep Record For"): how long `what` is remembered, 30 days by default. */
+export const keepRecordsFor = (what: string, displayName = 'Keep Records For'): DurationSpec => ({
+	name: 'retention',
+	displayName,
+	amount: 30,
+	unit: 'days',
+	description: `How long ${what} is remembered. After that the key counts as new again.`,
+	what: `retention ("${displayName}")`,
+});
+
 /**
  * A duration under Options: the amount, and its unit as a second option that may be left out
  * (then the spec's unit applies, and the amount's description says which).

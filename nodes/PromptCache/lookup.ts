@@ -10,7 +10,7 @@ import { parameterSource, type ValueSource } from '../../lib/n8n/keySource';
 import { deferCounts } from '../../lib/n8n/countBuffer';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { namespaceReader, readDurationOption } from '../../lib/n8n/scope';
-import { ANSWER_WITHIN, WAIT_UP_TO } from './options';
+import { ANSWER_WITHIN, readPrices, WAIT_UP_TO, type Prices } from './options';
 import {
 	CACHE_STEP,
 	cacheFacts,
@@ -71,26 +71,6 @@ type Fate =
 const asText = (value: unknown) => (typeof value === 'number' || typeof value === 'boolean' ? String(value) : value);
 
 const toFlag = (value: unknown) => value === true || value === 'true' || value === 1;
-
-/** Price per 1,000 input and output tokens, in the user's currency. */
-interface Prices {
-	input: number;
-	output: number;
-}
-
-function readPrices(options: IDataObject): Prices | null {
-	const price = (name: string, label: string) => {
-		const value = options[name];
-		if (value === undefined || value === null || value === '') return 0;
-		const n = typeof value === 'string' ? Number(value) : value;
-		if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) {
-			throw new LedgerInputError(`"${label}" must be a number of 0 or more, not ${JSON.stringify(value)}`, 'Enter the price your provider charges per 1,000 tokens, e.g. 0.00015, or remove the option.');
-		}
-		return n;
-	};
-	const prices = { input: price('priceInputPer1k', 'Price per 1,000 Input Tokens'), output: price('priceOutputPer1k', 'Price per 1,000 Output Tokens') };
-	return prices.input > 0 || prices.output > 0 ? prices : null;
-}
 
 /** What a hit did not spend again: tokens by the stored usage, and money where prices are set. */
 interface Saving {

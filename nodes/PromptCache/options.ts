@@ -1,5 +1,6 @@
-import type { INodeProperties } from 'n8n-workflow';
+import type { IDataObject, INodeProperties } from 'n8n-workflow';
 
+import { LedgerInputError } from '../../lib/ledger/errors';
 import type { DurationSpec } from '../../lib/n8n/scope';
 
 /** Prompt Cache's durations, under Options: one spec each for the panel and the reader. */
@@ -51,3 +52,24 @@ export const PRICE_OPTIONS: INodeProperties[] = [
 		description: 'What your provider charges for 1,000 answer tokens, in your currency',
 	},
 ];
+
+/** Price per 1,000 input and output tokens, in the user's currency. */
+export interface Prices {
+	input: number;
+	output: number;
+}
+
+/** The prices of PRICE_OPTIONS from a node's options, or null where none is set. */
+export function readPrices(options: IDataObject): Prices | null {
+	const price = (name: string, label: string) => {
+		const value = options[name];
+		if (value === undefined || value === null || value === '') return 0;
+		const n = typeof value === 'string' ? Number(value) : value;
+		if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) {
+			throw new LedgerInputError(`"${label}" must be a number of 0 or more, not ${JSON.stringify(value)}`, 'Enter the price your provider charges per 1,000 tokens, e.g. 0.00015, or remove the option.');
+		}
+		return n;
+	};
+	const prices = { input: price('priceInputPer1k', 'Price per 1,000 Input Tokens'), output: price('priceOutputPer1k', 'Price per 1,000 Output Tokens') };
+	return prices.input > 0 || prices.output > 0 ? prices : null;
+}

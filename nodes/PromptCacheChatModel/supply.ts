@@ -9,7 +9,7 @@ import { toNodeError } from '../../lib/n8n/errors';
 import { openLedger } from '../../lib/n8n/ledgerAccess';
 import { readDurationOption } from '../../lib/n8n/scope';
 import { namedNamespaceCheck, testNamespace, testRunPolicy } from '../../lib/n8n/testRuns';
-import { ANSWER_WITHIN, KEEP_ANSWERS, WAIT_UP_TO } from '../PromptCache/options';
+import { ANSWER_WITHIN, KEEP_ANSWERS, readPrices, WAIT_UP_TO } from '../PromptCache/options';
 import type { CacheHost, ChatCacheSettings } from './cachedModel';
 
 /** Prompt Cache Chat Model's settings from its panel, and the n8n side of the cache (CacheHost). */
@@ -17,20 +17,6 @@ import type { CacheHost, ChatCacheSettings } from './cachedModel';
 const asExecute = (ctx: ISupplyDataFunctions) => ctx as unknown as IExecuteFunctions;
 
 const toFlag = (value: unknown) => value === true || value === 'true' || value === 1;
-
-function readPrices(options: IDataObject): ChatCacheSettings['prices'] {
-	const price = (name: string, label: string) => {
-		const value = options[name];
-		if (value === undefined || value === null || value === '') return 0;
-		const n = typeof value === 'string' ? Number(value) : value;
-		if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) {
-			throw new LedgerInputError(`"${label}" must be a number of 0 or more, not ${JSON.stringify(value)}`, 'Enter the price your provider charges per 1,000 tokens, e.g. 0.00015, or remove the option.');
-		}
-		return n;
-	};
-	const prices = { input: price('priceInputPer1k', 'Price per 1,000 Input Tokens'), output: price('priceOutputPer1k', 'Price per 1,000 Output Tokens') };
-	return prices.input > 0 || prices.output > 0 ? prices : null;
-}
 
 export function readSettings(ctx: ISupplyDataFunctions, itemIndex: number): ChatCacheSettings {
 	const exec = asExecute(ctx);
