@@ -8,24 +8,15 @@
  */
 import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
-import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { useNodeCreatedTable } from '../support/engineBackends';
 import { runWorkflow } from '../support/engine';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
 const MARK = 'n8n-nodes-idempotency.markStepDone';
-const table = uniqueTable('donewhen');
-const pool = newPool(2);
-const credentials = { idempotencyPostgresApi: settingsFromUrl(table) };
+const { table, pool, credentials } = useNodeCreatedTable('donewhen');
 let workflowCount = 0;
-
-afterAll(async () => {
-	await closeAllPostgresLedgers();
-	await dropLedgerTables(pool, table);
-	await pool.end();
-});
 
 const main = (node: string) => [{ node, type: 'main' as const, index: 0 }];
 

@@ -14,13 +14,13 @@
  */
 import type { IConnections, INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers, closeAllRedisLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
-import { stripeLikeServer, type Behaviour, type StripeLikeServer } from '../support/destinations';
-import { node, runWorkflow, type EngineRunResult } from '../support/engine';
-import { postgresBackend, redisBackend, type EngineBackend } from '../support/engineBackends';
+import { stripeLikeServer, type Behaviour } from '../support/destinations';
+import { connect, node, runWorkflow, type EngineRunResult } from '../support/engine';
+import { postgresBackend, redisBackend, useEngineLedger, useServer, type EngineBackend } from '../support/engineBackends';
+import { GATE_OUTPUT, SEND_OUTPUT } from '../support/outputs';
 import { describeIfRedis } from '../support/redis';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
@@ -28,13 +28,8 @@ const SEND = 'n8n-nodes-idempotency.guardedSend';
 const MARK = 'n8n-nodes-idempotency.markStepDone';
 const nodeTypes = { [GATE]: new DedupeGate(), [SEND]: new GuardedSend(), [MARK]: new MarkStepDone() };
 
-const NEW = 0;
-const DUPLICATE = 1;
-const IN_PROGRESS = 2;
-const SENT = 0;
-const SKIPPED = 1;
-const REVIEW = 2;
-const SEND_IN_PROGRESS = 3;
+const { NEW, DUPLICATE, IN_PROGRESS } = GATE_OUTPUT;
+const { SENT, SKIPPED, REVIEW, IN_PROGRESS: SEND_IN_PROGRESS } = SEND_OUTPUT;
 
 const facts = (item: INodeExecutionData) => item.json.idempotency as Record<string, unknown>;
 
@@ -54,22 +49,12 @@ interface Shape {
 }
 
 function suite(backend: EngineBackend) {
-	let fx: Awaited<ReturnType<EngineBackend['open']>>;
-	let api: StripeLikeServer;
+	const fx = useEngineLedger(backend);
+	const api = useServer(() => stripeLikeServer({ plan: () => answers.shift() ?? { kind: 'normal' } }));
 	/** How the destination answers the next requests (then normally). */
 	let answers: Behaviour[] = [];
 	let n = 0;
 
-	beforeAll(async () => {
-		fx = await backend.open();
-		api = await stripeLikeServer({ plan: () => answers.shift() ?? { kind: 'normal' } });
-	});
-	afterAll(async () => {
-		await api?.close();
-		await closeAllPostgresLedgers();
-		await closeAllRedisLedgers();
-		await fx?.dispose();
-	});
 	beforeEach(() => {
 		answers = [];
 	});
@@ -82,11 +67,7 @@ function suite(backend: EngineBackend) {
 			node('Gate', GATE, { ...ledger }),
 		];
 		const connections: IConnections = {};
-		const link = (from: string, to: string, output = 0) => {
-			const main = (connections[from] ??= { main: [] }).main;
-			while (main.length <= output) main.push([]);
-			main[output]!.push({ node: to, type: 'main', index: 0 });
-		};
+		const link = (from: string, to: string, output = 0) => connect(connections, from, to, output);
 		link('Webhook', 'Gate');
 		let last = ['Gate'];
 		const then = (name: string, outputs = [0]) => {

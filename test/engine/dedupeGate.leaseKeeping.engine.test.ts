@@ -18,12 +18,11 @@ import path from 'path';
 
 import type { IExecuteFunctions, INode, INodeExecutionData, INodeParameters, INodeType } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { postgresLedger } from '../../lib/ledger/postgres/connect';
-import { LEASE_KEEPING, keeperFor } from '../../lib/n8n/leaseKeeper';
+import { keeperFor } from '../../lib/n8n/leaseKeeper';
 import { postgresSettingsFrom } from '../../lib/n8n/postgresCredential';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
-import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { useNodeCreatedTable, useLeaseKeeping } from '../support/engineBackends';
 import { runWorkflow, type EngineRunResult } from '../support/engine';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
@@ -39,25 +38,12 @@ const EVERY = 500;
 const CHILD_SHORT = 4_000;
 const CHILD = path.join(__dirname, '..', 'integration', 'fixtures', 'gate-hold-child.js');
 
-const table = uniqueTable('keeping');
-const pool = newPool(2);
-const credentialData = settingsFromUrl(table);
-const credentials = { idempotencyPostgresApi: credentialData };
+const { table, pool, credentials } = useNodeCreatedTable('keeping');
+const credentialData = credentials.idempotencyPostgresApi;
 /** The ledger instance the gate's openLedger() gets for this credential (one per process). */
 const ledger = () => postgresLedger(postgresSettingsFrom(credentialData));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const saved = { ...LEASE_KEEPING };
-
-beforeAll(() => {
-	Object.assign(LEASE_KEEPING, { shortLeaseMs: SHORT, renewEveryMs: EVERY });
-});
-
-afterAll(async () => {
-	Object.assign(LEASE_KEEPING, saved);
-	await closeAllPostgresLedgers();
-	await dropLedgerTables(pool, table);
-	await pool.end();
-});
+useLeaseKeeping({ shortLeaseMs: SHORT, renewEveryMs: EVERY });
 
 /**
  * `test.hold`: passes items on, except the first item with a key the test armed: that one waits

@@ -3,22 +3,15 @@
  */
 import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers, closeAllRedisLedgers } from '../../lib/ledger';
+import { closeAllRedisLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
-import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { settingsFromUrl } from '../support/db';
+import { useNodeCreatedTable } from '../support/engineBackends';
 import { countingParameterReads, runWorkflow, settleShortcutChecks, type EngineRunResult } from '../support/engine';
 import { deletePrefix, describeIfRedis, newRedisClient, suiteRedisCredential, uniquePrefix } from '../support/redis';
 
 const GATE_TYPE = 'n8n-nodes-idempotency.dedupeGate';
-const table = uniqueTable('gate');
-const pool = newPool(2);
-const credentials = { idempotencyPostgresApi: settingsFromUrl(table) };
-
-afterAll(async () => {
-	await closeAllPostgresLedgers();
-	await dropLedgerTables(pool, table);
-	await pool.end();
-});
+const { table, pool, credentials } = useNodeCreatedTable('gate');
 
 function workflow(items: unknown[], gate: INodeParameters, extra: Partial<INode> = {}, proxied = false) {
 	return {

@@ -10,24 +10,15 @@
 import { ExecutionLifecycleHooks } from 'n8n-core';
 import type { IExecuteFunctions, INode, INodeExecutionData, INodeParameters, INodeType } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { forgetExecutionEndCheck } from '../../lib/n8n/executionEnd';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
-import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { useNodeCreatedTable } from '../support/engineBackends';
 import { chain, node, runWorkflow } from '../support/engine';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
 const MARK = 'n8n-nodes-idempotency.markStepDone';
-const table = uniqueTable('endfence');
-const pool = newPool(2);
-const credentials = { idempotencyPostgresApi: settingsFromUrl(table) };
-
-afterAll(async () => {
-	await closeAllPostgresLedgers();
-	await dropLedgerTables(pool, table);
-	await pool.end();
-});
+const { table, pool, credentials } = useNodeCreatedTable('endfence');
 
 type Hooks = ExecutionLifecycleHooks & Record<string, unknown>;
 

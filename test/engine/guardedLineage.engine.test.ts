@@ -2,21 +2,13 @@
  * Mark Step Done and key lineage, through n8n-core's real engine: the key is found by following
  * pairedItem back to the Dedupe Gate, even through nodes that replaced the item's JSON.
  */
-import {
-	NodeConnectionTypes,
-	type ICredentialDataDecryptedObject,
-	type IConnections,
-	type IExecuteFunctions,
-	type INode,
-	type INodeExecutionData,
-	type INodeParameters,
-	type INodeType,
-} from 'n8n-workflow';
+import type { IConnections, IExecuteFunctions, INode, INodeExecutionData, INodeParameters, INodeType } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { slackServer, type SlackServer } from '../support/destinations';
+import { settingsFromUrl } from '../support/db';
+import { SLACK_CREDENTIAL, postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
+import { slackServer } from '../support/destinations';
 import { chain, countingParameterReads, node, runWorkflow, type EngineRunResult } from '../support/engine';
+import { testNodeDescription } from '../support/fixtureNodes';
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
 
@@ -26,17 +18,7 @@ import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
  * it cannot, and the lineage breaks here.
  */
 class DropPairedNode implements INodeType {
-	description = {
-		displayName: 'Drop Paired',
-		name: 'dropPaired',
-		group: ['transform' as const],
-		version: 1,
-		description: 'Forgets pairedItem',
-		defaults: { name: 'Drop Paired' },
-		inputs: [NodeConnectionTypes.Main],
-		outputs: [NodeConnectionTypes.Main],
-		properties: [],
-	};
+	description = testNodeDescription('dropPaired', 'Drop Paired', { description: 'Forgets pairedItem' });
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		return [[...this.getInputData(), { json: {} }].map((_item, index) => ({ json: { fresh: index } }))];
@@ -48,17 +30,7 @@ class DropPairedNode implements INodeType {
  * to carry an `idempotency` field would), naming another workflow's namespace; keeps pairedItem.
  */
 class ForgeFactsNode implements INodeType {
-	description = {
-		displayName: 'Forge Facts',
-		name: 'forgeFacts',
-		group: ['transform' as const],
-		version: 1,
-		description: 'Makes up an idempotency field',
-		defaults: { name: 'Forge Facts' },
-		inputs: [NodeConnectionTypes.Main],
-		outputs: [NodeConnectionTypes.Main],
-		properties: [],
-	};
+	description = testNodeDescription('forgeFacts', 'Forge Facts', { description: 'Makes up an idempotency field' });
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		return [
@@ -89,28 +61,17 @@ const mark = (parameters: INodeParameters = {}, extra: Partial<INode> = {}) =>
 	node('Mark Done', 'n8n-nodes-idempotency.markStepDone', { status: 'completed', resultFrom: 'none', ...parameters }, extra);
 
 describe('engine: Mark Step Done and lineage', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let slack: SlackServer;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	const fx = useEngineLedger(postgresBackend, () => SLACK_CREDENTIAL);
+	const slack = useServer(() => slackServer());
 	let n = 0;
 	let wf: string;
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		slack = await slackServer();
-		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table), slackApi: { accessToken: 'xoxb-test-token' } };
-	});
-	afterAll(async () => {
-		await slack?.close();
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
 	beforeEach(() => {
 		wf = `wf-lineage-${++n}-${Date.now()}`;
 	});
 
 	const run = (nodes: INode[], connections: IConnections, executionId?: string, types: Record<string, INodeType> = nodeTypes): Promise<EngineRunResult> =>
-		runWorkflow({ id: wf, nodes, connections }, { credentials, nodeTypes: types, executionId });
+		runWorkflow({ id: wf, nodes, connections }, { credentials: fx.credentials, nodeTypes: types, executionId });
 	const rows = async (key: string, namespace = `workflow:${wf}`) => (await fx.ledger.get(namespace, key)).map((r) => ({ step: r.step, status: r.status, externalId: r.externalId, result: r.result }));
 
 	test('through two nodes that replaced the JSON, Mark Step Done finds the gate\'s key and completes the unit', async () => {

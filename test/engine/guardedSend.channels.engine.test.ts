@@ -5,11 +5,11 @@
  */
 import type { ICredentialDataDecryptedObject, INode, INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { messageIdFor } from '../../lib/n8n/channels/smtp';
 import { idempotencyKeyFor } from '../../nodes/GuardedSend/channels/http';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { slackServer, smtpServer, stripeLikeServer, type SlackServer, type SmtpTestServer, type StripeLikeServer } from '../support/destinations';
+import { settingsFromUrl } from '../support/db';
+import { SLACK_CREDENTIAL, postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
+import { slackServer, smtpServer, stripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 import { nodeTypes } from '../integration/fixtures/guarded-workflow';
 
@@ -18,37 +18,15 @@ const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}' };
 const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output] ?? []).map((i) => i.json.idempotency as Record<string, unknown>);
 
 describe('engine: Guarded Send channels', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let api: StripeLikeServer;
-	let secured: StripeLikeServer;
-	let slow: StripeLikeServer;
-	let slack: SlackServer;
-	let smtp: SmtpTestServer;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	const api = useServer(() => stripeLikeServer());
+	const secured = useServer(() => stripeLikeServer({ apiKey: 'sk_test_right' }));
+	const slow = useServer(() => stripeLikeServer({ delayMs: 40 }));
+	const slack = useServer(() => slackServer());
+	const smtp = useServer(() => smtpServer());
+	const fx = useEngineLedger(postgresBackend, () => ({ ...SLACK_CREDENTIAL, smtp: smtp.credential, httpBearerAuth: { token: 'sk_test_right' } }));
 	let wf: string;
 	let n = 0;
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		[api, secured, slow, slack, smtp] = await Promise.all([
-			stripeLikeServer(),
-			stripeLikeServer({ apiKey: 'sk_test_right' }),
-			stripeLikeServer({ delayMs: 40 }),
-			slackServer(),
-			smtpServer(),
-		]);
-		credentials = {
-			idempotencyPostgresApi: settingsFromUrl(fx.table),
-			slackApi: { accessToken: 'xoxb-test-token' },
-			smtp: smtp.credential,
-			httpBearerAuth: { token: 'sk_test_right' },
-		};
-	});
-	afterAll(async () => {
-		await Promise.all([api?.close(), secured?.close(), slow?.close(), slack?.close(), smtp?.close()]);
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
 	beforeEach(() => {
 		wf = `wf-send-${++n}-${Date.now()}`;
 	});
@@ -67,7 +45,7 @@ describe('engine: Guarded Send channels', () => {
 	const run = (parameters: INodeParameters, items: string, options: { executionId?: string; extra?: Partial<INode>; creds?: Record<string, ICredentialDataDecryptedObject> } = {}) =>
 		runWorkflow(
 			{ id: wf, nodes: [node('Orders', 'test.items', { items }), node('Send', 'n8n-nodes-idempotency.guardedSend', parameters, options.extra)], connections: chain('Orders', 'Send') },
-			{ credentials: options.creds ?? credentials, nodeTypes, executionId: options.executionId },
+			{ credentials: options.creds ?? fx.credentials, nodeTypes, executionId: options.executionId },
 		);
 	const row = async (key: string, step = 'Send') => (await fx.ledger.get(`workflow:${wf}`, key)).find((r) => r.step === step);
 
@@ -130,7 +108,7 @@ describe('engine: Guarded Send channels', () => {
 
 	test('HTTP with a generic credential: a refused key is failed_retryable; with the right credential the next run sends', async () => {
 		const params = httpSend(secured.url, { authentication: 'genericCredentialType', genericAuthType: 'httpBearerAuth' });
-		const wrong = await run(params, orders('c-1'), { creds: { ...credentials, httpBearerAuth: { token: 'sk_test_wrong' } } });
+		const wrong = await run(params, orders('c-1'), { creds: { ...fx.credentials, httpBearerAuth: { token: 'sk_test_wrong' } } });
 		expect(facts(wrong, 2)[0]).toMatchObject({ reason: 'unauthorized', status: 'failed_retryable', attempts: 1 });
 		// The item and the ledger row give the same reason.
 		expect((await row('c-1'))?.result).toMatchObject({ reason: 'unauthorized' });
@@ -143,7 +121,7 @@ describe('engine: Guarded Send channels', () => {
 	test('HTTP with a Custom Auth credential that is not JSON: a configuration error before anything is claimed or sent', async () => {
 		const params = httpSend(api.url, { authentication: 'genericCredentialType', genericAuthType: 'httpCustomAuth' });
 		const before = api.requests;
-		const r = await run(params, orders('ca-1'), { creds: { ...credentials, httpCustomAuth: { json: '{"headers": {"X-Api-Key": ' } } });
+		const r = await run(params, orders('ca-1'), { creds: { ...fx.credentials, httpCustomAuth: { json: '{"headers": {"X-Api-Key": ' } } });
 		expect(r.error?.message).toMatch(/Custom Auth credential is not a JSON object/);
 		expect(api.requests).toBe(before);
 		expect(await row('ca-1')).toBeUndefined();
@@ -225,7 +203,7 @@ describe('engine: Guarded Send channels', () => {
 
 	test('the ledger is down: fails closed, nothing is sent', async () => {
 		const before = slack.requests;
-		const r = await run(slackSend(), orders('x-1'), { creds: { ...credentials, idempotencyPostgresApi: { ...settingsFromUrl(fx.table), port: 1 } } });
+		const r = await run(slackSend(), orders('x-1'), { creds: { ...fx.credentials, idempotencyPostgresApi: { ...settingsFromUrl(fx.table), port: 1 } } });
 		expect(r.error?.message).toMatch(/ledger is unavailable/i);
 		expect(String((r.error as { description?: string }).description)).toMatch(/fails closed/);
 		expect(slack.requests).toBe(before);
@@ -249,7 +227,7 @@ describe('engine: Guarded Send channels', () => {
 				],
 				connections: chain('Orders', 'Gate', 'Send'),
 			},
-			{ credentials, nodeTypes },
+			{ credentials: fx.credentials, nodeTypes },
 		);
 		expect(r.error).toBeUndefined();
 		expect((await fx.ledger.get(`workflow:${wf}`, 'u-1')).map((x) => [x.step, x.status])).toEqual([

@@ -4,15 +4,15 @@
  * HTTP's "Check Before Resending" ask the destination before anything is sent again. Real
  * PostgreSQL, real local destinations.
  */
-import type { ICredentialDataDecryptedObject, INodeParameters } from 'n8n-workflow';
+import type { INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import type { LedgerRecord } from '../../lib/ledger/types';
 import { SLACK_METADATA_EVENT } from '../../lib/n8n/channels/slack';
 import { idempotencyKeyFor } from '../../nodes/GuardedSend/channels/http';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { slackMissingScope, slackServer, stripeLikeServer, type SlackServer, type StripeLikeServer } from '../support/destinations';
+import { SLACK_CREDENTIAL, postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
+import { slackMissingScope, slackServer, stripeLikeServer, type StripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
+import { SEND_OUTPUT } from '../support/outputs';
 import { nodeTypes } from '../integration/fixtures/guarded-workflow';
 
 const CHANNEL = 'C0ORDERS01';
@@ -20,30 +20,16 @@ const DAY = 86_400_000;
 const orders = (...ids: string[]) => JSON.stringify(ids.map((id) => ({ id, amount: 100 })));
 const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}' };
 const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output] ?? []).map((i) => i.json.idempotency as Record<string, unknown>);
-const SENT = 0;
-const SKIPPED = 1;
-const REVIEW = 2;
-const IN_PROGRESS = 3;
+const { SENT, SKIPPED, REVIEW, IN_PROGRESS } = SEND_OUTPUT;
 
 describe('engine: Guarded Send asks the destination before sending a step a dead run may have sent', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let slack: SlackServer;
-	let crm: StripeLikeServer;
-	let keyed: StripeLikeServer;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	const fx = useEngineLedger(postgresBackend, () => SLACK_CREDENTIAL);
+	const slack = useServer(() => slackServer());
+	const crm = useServer(() => stripeLikeServer({ honoursKey: false }));
+	const keyed = useServer(() => stripeLikeServer());
 	let wf: string;
 	let n = 0;
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		[slack, crm, keyed] = await Promise.all([slackServer(), stripeLikeServer({ honoursKey: false }), stripeLikeServer()]);
-		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table), slackApi: { accessToken: 'xoxb-test-token' } };
-	});
-	afterAll(async () => {
-		await Promise.all([slack?.close(), crm?.close(), keyed?.close()]);
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
 	beforeEach(() => {
 		wf = `wf-check-${++n}-${Date.now()}`;
 		slack.setHistoryPlan(() => ({ kind: 'normal' }));
@@ -74,7 +60,7 @@ describe('engine: Guarded Send asks the destination before sending a step a dead
 	const run = (parameters: INodeParameters, items: string) =>
 		runWorkflow(
 			{ id: wf, nodes: [node('Orders', 'test.items', { items }), node('Send', 'n8n-nodes-idempotency.guardedSend', parameters)], connections: chain('Orders', 'Send') },
-			{ credentials, nodeTypes },
+			{ credentials: fx.credentials, nodeTypes },
 		);
 	/** A run that claimed the step, marked it `sending`, and died: its lease lapses at once. */
 	async function deadRun(key: string): Promise<LedgerRecord> {

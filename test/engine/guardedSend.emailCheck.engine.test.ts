@@ -8,9 +8,8 @@
  */
 import type { ICredentialDataDecryptedObject, INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { messageIdFor } from '../../lib/n8n/channels/smtp';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
+import { postgresBackend, useEngineLedger } from '../support/engineBackends';
 import { smtpServer, type SmtpTestServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 import { describeIfDovecot, imapServer, type ImapTestServer } from '../support/imapServer';
@@ -24,22 +23,19 @@ const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}' };
 const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output] ?? []).map((i) => i.json.idempotency as Record<string, unknown>);
 
 describeIfDovecot('Guarded Send email with the Sent folder check')('engine: Guarded Send email, the Sent folder check after a crash mid-send', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
+	const fx = useEngineLedger(postgresBackend);
 	let imap: ImapTestServer;
 	let smtp: SmtpTestServer;
 	let wf: string;
 	let n = 0;
 
 	beforeAll(async () => {
-		fx = await freshPostgresLedger();
 		imap = await imapServer();
 		smtp = await smtpServer({ sentFolder: imap });
 	});
 	afterAll(async () => {
 		await smtp?.close();
 		await imap?.close();
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
 	});
 	beforeEach(() => {
 		wf = `wf-mailcheck-${++n}-${Date.now()}`;
@@ -57,7 +53,7 @@ describeIfDovecot('Guarded Send email with the Sent folder check')('engine: Guar
 		...extra,
 	});
 	const credentials = (imapCredential: ICredentialDataDecryptedObject | null = imap.credential): Record<string, ICredentialDataDecryptedObject> => ({
-		idempotencyPostgresApi: settingsFromUrl(fx.table),
+		...fx.credentials,
 		smtp: smtp.credential,
 		...(imapCredential ? { imap: imapCredential } : {}),
 	});

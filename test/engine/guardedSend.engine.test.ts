@@ -3,15 +3,14 @@
  * Send (HTTP, to a Stripe-like API on localhost) → Mark Step Done. The same event runs three
  * times; the destination performs one action.
  */
-import type { ICredentialDataDecryptedObject, IConnections } from 'n8n-workflow';
+import type { IConnections } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { stripeLikeServer, type StripeLikeServer } from '../support/destinations';
-import { node, runWorkflow } from '../support/engine';
+import { postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
+import { stripeLikeServer } from '../support/destinations';
+import { connect, node, runWorkflow } from '../support/engine';
 
 const nodeTypes = {
 	'n8n-nodes-idempotency.dedupeGate': new DedupeGate(),
@@ -19,31 +18,14 @@ const nodeTypes = {
 	'n8n-nodes-idempotency.markStepDone': new MarkStepDone(),
 };
 
-const link = (connections: IConnections, from: string, to: string, output = 0) => {
-	const main = (connections[from] ??= { main: [] }).main;
-	while (main.length <= output) main.push([]);
-	main[output]!.push({ node: to, type: 'main', index: 0 });
-	return connections;
-};
 
 const webhookEvent = (eventId: string, amount = 1200) =>
 	JSON.stringify([{ headers: { 'content-type': 'application/json', 'x-delivery': `${Math.random()}` }, params: {}, query: {}, body: { eventId, type: 'order.paid', amount } }]);
 
 describe('engine: Webhook → Dedupe Gate → Guarded Send (HTTP) → Mark Step Done', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let api: StripeLikeServer;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	const fx = useEngineLedger(postgresBackend);
+	const api = useServer(() => stripeLikeServer());
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		api = await stripeLikeServer();
-		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table) };
-	});
-	afterAll(async () => {
-		await api?.close();
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
 
 	const workflow = (eventId: string, extra: { failAfterSend?: boolean } = {}) => {
 		const nodes = [
@@ -60,17 +42,17 @@ describe('engine: Webhook → Dedupe Gate → Guarded Send (HTTP) → Mark Step 
 			node('Mark Done', 'n8n-nodes-idempotency.markStepDone', { status: 'completed', resultFrom: 'none' }),
 		];
 		const connections: IConnections = {};
-		link(connections, 'Webhook', 'Dedupe Gate');
-		link(connections, 'Dedupe Gate', 'Charge Customer');
+		connect(connections, 'Webhook', 'Dedupe Gate');
+		connect(connections, 'Dedupe Gate', 'Charge Customer');
 		if (extra.failAfterSend) {
 			// A step after the send that fails: the run dies before Mark Step Done.
 			nodes.push(node('Breaks', 'test.set', { field: 'x', value: 'boom', failOn: 'boom' }));
-			link(connections, 'Charge Customer', 'Breaks');
-			link(connections, 'Breaks', 'Mark Done');
+			connect(connections, 'Charge Customer', 'Breaks');
+			connect(connections, 'Breaks', 'Mark Done');
 		} else {
 			// Sent and Skipped both complete the unit (a retry after a crash may find the send done).
-			link(connections, 'Charge Customer', 'Mark Done', 0);
-			link(connections, 'Charge Customer', 'Mark Done', 1);
+			connect(connections, 'Charge Customer', 'Mark Done', 0);
+			connect(connections, 'Charge Customer', 'Mark Done', 1);
 		}
 		return { nodes, connections, id: 'wf-seed' };
 	};
@@ -78,7 +60,7 @@ describe('engine: Webhook → Dedupe Gate → Guarded Send (HTTP) → Mark Step 
 	test('the same event three times: one charge, then Duplicate twice', async () => {
 		const before = api.actions.length;
 		const runs = [];
-		for (let n = 0; n < 3; n++) runs.push(await runWorkflow(workflow('evt_seed_1'), { credentials, nodeTypes }));
+		for (let n = 0; n < 3; n++) runs.push(await runWorkflow(workflow('evt_seed_1'), { credentials: fx.credentials, nodeTypes }));
 		const [first, second, third] = runs;
 		expect(first.error).toBeUndefined();
 		expect(first.outputs('Dedupe Gate')[0]).toHaveLength(1);
@@ -106,15 +88,15 @@ describe('engine: Webhook → Dedupe Gate → Guarded Send (HTTP) → Mark Step 
 
 	test('a run that dies after the send: the retry re-enters through the gate, the send is Skipped with the stored result, the unit completes', async () => {
 		const before = api.actions.length;
-		const first = await runWorkflow(workflow('evt_seed_2', { failAfterSend: true }), { credentials, nodeTypes });
+		const first = await runWorkflow(workflow('evt_seed_2', { failAfterSend: true }), { credentials: fx.credentials, nodeTypes });
 		expect(first.error).toBeDefined();
 		expect(first.outputs('Charge Customer')[0]).toHaveLength(1);
 		// The gate's claim is still live: a retry right away is In Progress and sends nothing.
-		const early = await runWorkflow(workflow('evt_seed_2'), { credentials, nodeTypes });
+		const early = await runWorkflow(workflow('evt_seed_2'), { credentials: fx.credentials, nodeTypes });
 		expect(early.outputs('Dedupe Gate')[2]).toHaveLength(1);
 		expect(early.ran('Charge Customer')).toBe(false);
 		await new Promise((r) => setTimeout(r, 2_200));
-		const retry = await runWorkflow(workflow('evt_seed_2'), { credentials, nodeTypes });
+		const retry = await runWorkflow(workflow('evt_seed_2'), { credentials: fx.credentials, nodeTypes });
 		expect(retry.error).toBeUndefined();
 		expect(retry.outputs('Dedupe Gate')[0]).toHaveLength(1);
 		const [sent, skipped] = retry.outputs('Charge Customer');
@@ -125,7 +107,7 @@ describe('engine: Webhook → Dedupe Gate → Guarded Send (HTTP) → Mark Step 
 		expect(facts.sentAt).toEqual(expect.any(String));
 		expect(String(facts.externalId)).toMatch(/^ch_/);
 		expect(retry.items('Mark Done')).toHaveLength(1);
-		const third = await runWorkflow(workflow('evt_seed_2'), { credentials, nodeTypes });
+		const third = await runWorkflow(workflow('evt_seed_2'), { credentials: fx.credentials, nodeTypes });
 		expect(third.outputs('Dedupe Gate')[1]).toHaveLength(1);
 		expect(api.actions.length - before).toBe(1);
 	});

@@ -18,12 +18,11 @@ import { performance } from 'perf_hooks';
 
 import type { INodeExecutionData } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { postgresLedger } from '../../lib/ledger/postgres/connect';
-import { LEASE_KEEPING, keeperFor } from '../../lib/n8n/leaseKeeper';
+import { keeperFor } from '../../lib/n8n/leaseKeeper';
 import { postgresSettingsFrom } from '../../lib/n8n/postgresCredential';
 import { stripeLikeServer, type StripeLikeServer } from '../support/destinations';
-import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { useNodeCreatedTable, useLeaseKeeping } from '../support/engineBackends';
 import { runWorkflow } from '../support/engine';
 import { startChild } from '../integration/fixtures/guarded-child-runner';
 import { credentialsFor, itemsFor, nodeTypes, SEND_NODE, sendWorkflow, type SendSpec } from '../integration/fixtures/guarded-workflow';
@@ -38,24 +37,12 @@ const EVERY = 500;
 const CHILD_SHORT = 4_000;
 const DAY = 86_400_000;
 
-const table = uniqueTable('gs_keeping');
-const pool = newPool(2);
-const ledgerSettings = settingsFromUrl(table);
+const { table, pool, credentials } = useNodeCreatedTable('gs_keeping');
+const ledgerSettings = credentials.idempotencyPostgresApi;
 /** The ledger instance the node's openLedger() gets for this credential (one per process). */
 const ledger = () => postgresLedger(postgresSettingsFrom(ledgerSettings));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const saved = { ...LEASE_KEEPING };
-
-beforeAll(() => {
-	Object.assign(LEASE_KEEPING, { shortLeaseMs: SHORT, renewEveryMs: EVERY });
-});
-afterAll(async () => {
-	Object.assign(LEASE_KEEPING, saved);
-	await closeAllPostgresLedgers();
-	await dropLedgerTables(pool, table);
-	await pool.end();
-});
-
+useLeaseKeeping({ shortLeaseMs: SHORT, renewEveryMs: EVERY });
 const OUTPUTS = ['sent', 'skipped', 'review', 'in_progress'] as const;
 let runs = 0;
 async function send(spec: SendSpec, id: string, executionId = `gs-keeping-${++runs}`) {

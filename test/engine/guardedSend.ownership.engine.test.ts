@@ -3,12 +3,11 @@
  * a lease is live, who owns a step (fencing), and what a release by an operator means for the
  * next send. Real PostgreSQL, real local destinations.
  */
-import type { ICredentialDataDecryptedObject, INodeParameters } from 'n8n-workflow';
+import type { INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { idempotencyKeyFor } from '../../nodes/GuardedSend/channels/http';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { slackServer, stripeLikeServer, type SlackServer, type StripeLikeServer } from '../support/destinations';
+import { SLACK_CREDENTIAL, postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
+import { slackServer, stripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 import { nodeTypes } from '../integration/fixtures/guarded-workflow';
 import { withHostClockSkew } from '../support/clock';
@@ -20,24 +19,13 @@ const DAY = 86_400_000;
 
 
 describe('engine: Guarded Send and the ledger as the only clock and owner', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let api: StripeLikeServer;
-	let slowApi: StripeLikeServer;
-	let slack: SlackServer;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	const fx = useEngineLedger(postgresBackend, () => SLACK_CREDENTIAL);
+	const api = useServer(() => stripeLikeServer());
+	const slowApi = useServer(() => stripeLikeServer({ delayMs: 1_500 }));
+	const slack = useServer(() => slackServer());
 	let wf: string;
 	let n = 0;
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		[api, slowApi, slack] = await Promise.all([stripeLikeServer(), stripeLikeServer({ delayMs: 1_500 }), slackServer()]);
-		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table), slackApi: { accessToken: 'xoxb-test-token' } };
-	});
-	afterAll(async () => {
-		await Promise.all([api?.close(), slowApi?.close(), slack?.close()]);
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
 	beforeEach(() => {
 		wf = `wf-own-${++n}-${Date.now()}`;
 	});
@@ -61,7 +49,7 @@ describe('engine: Guarded Send and the ledger as the only clock and owner', () =
 				nodes: [node('Orders', 'test.items', { items }), node('Send', 'n8n-nodes-idempotency.guardedSend', parameters, onError ? { onError } : {})],
 				connections: chain('Orders', 'Send'),
 			},
-			{ credentials, nodeTypes, executionId },
+			{ credentials: fx.credentials, nodeTypes, executionId },
 		);
 	const rows = async (key: string) => fx.ledger.get(ns(), key);
 

@@ -7,15 +7,15 @@
  * page", like Slack for a commercially distributed app outside the Marketplace (the window is
  * short here). Real PostgreSQL.
  */
-import type { ICredentialDataDecryptedObject, INodeParameters } from 'n8n-workflow';
+import type { INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import type { LedgerRecord } from '../../lib/ledger/types';
 import { SLACK_METADATA_EVENT } from '../../lib/n8n/channels/slack';
 import { idempotencyKeyFor } from '../../nodes/GuardedSend/channels/http';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
+import { SLACK_CREDENTIAL, postgresBackend, useEngineLedger } from '../support/engineBackends';
 import { slackServer, stripeLikeServer, type HistoryRateLimit, type SlackServer, type StripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
+import { SEND_OUTPUT } from '../support/outputs';
 import { nodeTypes } from '../integration/fixtures/guarded-workflow';
 
 const CHANNEL = 'C0ORDERS01';
@@ -23,27 +23,15 @@ const DAY = 86_400_000;
 const orders = (ids: string[]) => JSON.stringify(ids.map((id) => ({ id, amount: 100 })));
 const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}' };
 const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output] ?? []).map((i) => i.json.idempotency as Record<string, unknown>);
-const SENT = 0;
-const SKIPPED = 1;
-const REVIEW = 2;
-const IN_PROGRESS = 3;
+const { SENT, SKIPPED, REVIEW, IN_PROGRESS } = SEND_OUTPUT;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('engine: Guarded Send checks Slack within its rate limits; a check that meets a limit waits for the next delivery', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
+	const fx = useEngineLedger(postgresBackend, () => SLACK_CREDENTIAL);
 	let slack: SlackServer | null = null;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
 	let wf: string;
 	let n = 0;
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table), slackApi: { accessToken: 'xoxb-test-token' } };
-	});
-	afterAll(async () => {
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
 	beforeEach(() => {
 		wf = `wf-recheck-${++n}-${Date.now()}`;
 	});
@@ -69,7 +57,7 @@ describe('engine: Guarded Send checks Slack within its rate limits; a check that
 	const run = (parameters: INodeParameters, ids: string[]) =>
 		runWorkflow(
 			{ id: wf, nodes: [node('Orders', 'test.items', { items: orders(ids) }), node('Send', 'n8n-nodes-idempotency.guardedSend', parameters)], connections: chain('Orders', 'Send') },
-			{ credentials, nodeTypes },
+			{ credentials: fx.credentials, nodeTypes },
 		);
 	/** Runs that claimed these steps, marked them `sending`, and died: their leases lapse at once. */
 	async function deadRuns(keys: string[]): Promise<Map<string, LedgerRecord>> {

@@ -8,10 +8,10 @@
  */
 import type { ICredentialDataDecryptedObject, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { stripeLikeServer, type StripeLikeServer } from '../support/destinations';
+import { settingsFromUrl } from '../support/db';
+import { postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
+import { stripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 
 const TOOL = 'n8n-nodes-idempotency.guardedSendTool';
@@ -19,21 +19,10 @@ const nodeTypes = { [TOOL]: new GuardedSend(), 'n8n-nodes-idempotency.guardedSen
 const SECRET = 'sig-5f2c-secret-header-value';
 
 describe('engine: Guarded Send as an AI Agent\'s tool answers every outcome in words, on its first output, without the incoming item', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let api: StripeLikeServer;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	const fx = useEngineLedger(postgresBackend);
+	const api = useServer(() => stripeLikeServer());
 	const wf = `wf-tool-${Date.now()}`;
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		api = await stripeLikeServer();
-		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table) };
-	});
-	afterAll(async () => {
-		await api?.close();
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
 
 	/** One tool call: the agent's input item (a webhook's, with a secret header) and what the model filled in. */
 	function call(lead: string, text: string, parameters: INodeParameters = {}, type = TOOL, credentialOverride?: Record<string, ICredentialDataDecryptedObject>): Promise<EngineRunResult> {
@@ -53,7 +42,7 @@ describe('engine: Guarded Send as an AI Agent\'s tool answers every outcome in w
 				...parameters,
 			}),
 		];
-		return runWorkflow({ id: wf, nodes, connections: chain('Agent Input', 'Email Lead') }, { credentials: credentialOverride ?? credentials, nodeTypes, workflowId: wf });
+		return runWorkflow({ id: wf, nodes, connections: chain('Agent Input', 'Email Lead') }, { credentials: credentialOverride ?? fx.credentials, nodeTypes, workflowId: wf });
 	}
 
 	/** What the agent would read: n8n passes JSON.stringify of the first output's JSON. */

@@ -6,35 +6,25 @@
  * before anything is decided: found is recorded as sent (Sent, with the check's answer), not found
  * is tried again under the retry policy, cannot tell goes to Needs Review. Real PostgreSQL.
  */
-import type { ICredentialDataDecryptedObject, INodeParameters } from 'n8n-workflow';
+import type { INodeParameters } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
+import { postgresBackend, useEngineLedger } from '../support/engineBackends';
 import { stripeLikeServer, type Plan, type StripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
+import { SEND_OUTPUT } from '../support/outputs';
 import { nodeTypes } from '../integration/fixtures/guarded-workflow';
 
-const SENT = 0;
-const REVIEW = 2;
+const { SENT, REVIEW } = SEND_OUTPUT;
 const facts = (r: EngineRunResult, output: number) => (r.outputs('Send')[output] ?? []).map((i) => i.json.idempotency as Record<string, unknown>);
 /** The first request of the run is dropped after it was read, acted on or not; the others are answered. */
 const dropFirst = (act: boolean): Plan => (n) => (n === 1 ? { kind: 'drop', act } : { kind: 'normal' });
 
 describe('engine: an uncertain answer inside a run is checked at the destination', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
+	const fx = useEngineLedger(postgresBackend);
 	let api: StripeLikeServer;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
 	let wf: string;
 	let n = 0;
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table) };
-	});
-	afterAll(async () => {
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
 	beforeEach(async () => {
 		wf = `wf-uncertain-${++n}-${Date.now()}`;
 		// A fresh API per test, so that its request count starts at 1.
@@ -63,7 +53,7 @@ describe('engine: an uncertain answer inside a run is checked at the destination
 	const run = (parameters: INodeParameters, id: string) =>
 		runWorkflow(
 			{ id: wf, nodes: [node('Orders', 'test.items', { items: JSON.stringify([{ id }]) }), node('Send', 'n8n-nodes-idempotency.guardedSend', parameters)], connections: chain('Orders', 'Send') },
-			{ credentials, nodeTypes },
+			{ credentials: fx.credentials, nodeTypes },
 		);
 	const charges = (id: string) => api.actions.filter((a) => (a.body as { order?: string })?.order === id);
 	const row = async (id: string) => (await fx.ledger.get(`workflow:${wf}`, id)).find((r) => r.step === 'Send');

@@ -1,29 +1,18 @@
 import {
-	NodeConnectionTypes,
 	NodeOperationError,
 	type IExecuteFunctions,
 	type INodeType,
-	type INodeTypeDescription,
 } from 'n8n-workflow';
 import { Expression } from 'n8n-workflow';
 
 import { chain, evaluateParameter, evaluateParameterForItems, expressionEngine, node, runWorkflow } from '../support/engine';
+import { testNodeDescription } from '../support/fixtureNodes';
 
 const ITEMS = '[{"id":"a1","v":1},{"id":"b2","v":2},{"id":"c3","v":3}]';
 
 /** Always throws; registered under a full community-node style type name. */
 class BoomNode implements INodeType {
-	description: INodeTypeDescription = {
-		displayName: 'Boom',
-		name: 'boom',
-		group: ['transform'],
-		version: 1,
-		description: 'Throws',
-		defaults: { name: 'Boom' },
-		inputs: [NodeConnectionTypes.Main],
-		outputs: [NodeConnectionTypes.Main],
-		properties: [],
-	};
+	description = testNodeDescription('boom', 'Boom', { description: 'Throws' });
 
 	async execute(this: IExecuteFunctions): Promise<never> {
 		throw new NodeOperationError(this.getNode(), 'Boom went the node');
@@ -180,18 +169,7 @@ describe('engine harness (real WorkflowExecute)', () => {
 
 	test('credentials are served by type, and filled into node JSON that lacks them', async () => {
 		class NeedsCredentials implements INodeType {
-			description: INodeTypeDescription = {
-				displayName: 'Needs Credentials',
-				name: 'needsCredentials',
-				group: ['transform'],
-				version: 1,
-				description: 'Reads its credentials',
-				defaults: { name: 'Needs Credentials' },
-				inputs: [NodeConnectionTypes.Main],
-				outputs: [NodeConnectionTypes.Main],
-				credentials: [{ name: 'someApi', required: true }],
-				properties: [],
-			};
+			description = testNodeDescription('needsCredentials', 'Needs Credentials', { description: 'Reads its credentials', credentials: [{ name: 'someApi', required: true }] });
 
 			async execute(this: IExecuteFunctions) {
 				const credentials = await this.getCredentials('someApi');

@@ -6,30 +6,14 @@
  * and expects every item to get the key n8n's own `$('Gate').item` gives, one warning in n8n's log
  * for the process, and a warning hint on every node run that reads keys that way.
  */
-import type { ICredentialDataDecryptedObject, IExecuteFunctions, INode, INodeExecutionData, INodeType } from 'n8n-workflow';
-import { WorkflowDataProxy } from 'n8n-workflow';
+import type { IExecuteFunctions, INode, INodeExecutionData, INodeType } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { forgetLineageCheck } from '../../lib/n8n/lineageCheck';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { slackServer, type SlackServer } from '../support/destinations';
+import { SLACK_CREDENTIAL, postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
+import { slackServer } from '../support/destinations';
+import { withChangedN8n, type DataProxy } from '../support/changedN8n';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
-
-type DataProxy = Record<string, unknown>;
-
-/** While `change` is in place, every data proxy n8n builds is `change(the real one)`. */
-function withChangedN8n(change: (proxy: DataProxy) => DataProxy): () => void {
-	const original = Object.getOwnPropertyDescriptor(WorkflowDataProxy.prototype, 'getDataProxy')!;
-	const real = original.value as (this: WorkflowDataProxy, ...args: unknown[]) => DataProxy;
-	Object.defineProperty(WorkflowDataProxy.prototype, 'getDataProxy', {
-		...original,
-		value(this: WorkflowDataProxy, ...args: unknown[]) {
-			return change(real.apply(this, args));
-		},
-	});
-	return () => Object.defineProperty(WorkflowDataProxy.prototype, 'getDataProxy', original);
-}
 
 /** `proxy` with `$getPairedItem` answered by `value(the real one)` instead (undefined: gone). */
 const pairedItem = (value: (real: (...args: unknown[]) => unknown) => unknown) => (proxy: DataProxy): DataProxy =>
@@ -73,24 +57,13 @@ const mark = () => node('Mark Done', 'n8n-nodes-idempotency.markStepDone', { sta
 const keysOf = (items: INodeExecutionData[]) => items.map((i) => (i.json.idempotency as { key: string } | undefined)?.key);
 
 describe('a changed $getPairedItem: keys come from n8n’s own $(\'Gate\').item, never from the walk', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let slack: SlackServer;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	const fx = useEngineLedger(postgresBackend, () => SLACK_CREDENTIAL);
+	const slack = useServer(() => slackServer());
 	let warnings: string[];
 	let types: Record<string, INodeType>;
 	let n = 0;
 	let wf: string;
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		slack = await slackServer();
-		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table), slackApi: { accessToken: 'xoxb-test-token' } };
-	});
-	afterAll(async () => {
-		await slack?.close();
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
 	beforeEach(() => {
 		forgetLineageCheck(); // a new process
 		wf = `wf-lineage-fence-${++n}-${Date.now()}`;
@@ -99,7 +72,7 @@ describe('a changed $getPairedItem: keys come from n8n’s own $(\'Gate\').item,
 	});
 
 	const run = (nodes: INode[], names: string[]): Promise<EngineRunResult> =>
-		runWorkflow({ id: wf, nodes, connections: chain(...names) }, { credentials, nodeTypes: types });
+		runWorkflow({ id: wf, nodes, connections: chain(...names) }, { credentials: fx.credentials, nodeTypes: types });
 	const markFlow = (...ids: number[]) =>
 		run([node('Orders', 'test.items', { items: orders(...ids) }), gate(), node('Call API', 'test.replace'), mark()], ['Orders', 'Gate', 'Call API', 'Mark Done']);
 	const statuses = async (...ids: number[]) =>

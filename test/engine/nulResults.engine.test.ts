@@ -7,12 +7,11 @@
  */
 import type { IDataObject, INode } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { FAKE_LLM_TYPE, FakeLlmNode } from '../integration/fixtures/prompt-llm-node';
 import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { stripeLikeServer, type StripeLikeServer } from '../support/destinations';
+import { postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
+import { stripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 import { promptCacheFlow, PROMPT_CACHE_TYPE } from './promptCacheFlow';
 
@@ -21,28 +20,17 @@ const SEND = 'n8n-nodes-idempotency.guardedSend';
 const nodeTypes = { ...ours, [PROMPT_CACHE_TYPE]: new PromptCache(), [FAKE_LLM_TYPE]: new FakeLlmNode() };
 const DRIVER_TEXT = /unsupported Unicode escape|invalid byte sequence|\\u0000 cannot be converted/;
 
-let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-let credentials: { idempotencyPostgresApi: ReturnType<typeof settingsFromUrl> };
-let api: StripeLikeServer;
+const fx = useEngineLedger(postgresBackend);
+const api = useServer(() => stripeLikeServer());
 let n = 0;
 let ns: string;
 
-beforeAll(async () => {
-	fx = await freshPostgresLedger();
-	credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table) };
-	api = await stripeLikeServer();
-});
-afterAll(async () => {
-	await api?.close();
-	await closeAllPostgresLedgers();
-	await fx?.dispose();
-});
 beforeEach(() => {
 	ns = `nul-${++n}-${Date.now()}`;
 });
 
 const run = (nodes: INode[], connections = chain(...nodes.map((x) => x.name))): Promise<EngineRunResult> =>
-	runWorkflow({ nodes, connections }, { credentials: credentials as never, nodeTypes, workflowId: 'wf-nul', mode: 'webhook' });
+	runWorkflow({ nodes, connections }, { credentials: fx.credentials as never, nodeTypes, workflowId: 'wf-nul', mode: 'webhook' });
 
 const noDriverText = (r: EngineRunResult) => expect(JSON.stringify(r.error ?? null)).not.toMatch(DRIVER_TEXT);
 const facts = (json: IDataObject) => json.idempotency as IDataObject;
@@ -110,14 +98,14 @@ test('Guarded Send: a response with NUL characters is recorded; the repeat is Sk
 test('Prompt Cache: an answer and a prompt with NUL characters are stored; the repeat is a Hit with the same answer', async () => {
 	const prompts = [{ prompt: 'a prompt\u0000with a NUL' }, { prompt: 'a plain prompt' }];
 	const flow = promptCacheFlow({ prompts, lookup: { options: { namespace: ns } }, llm: { shape: 'openai-full' } });
-	const first = await runWorkflow(flow, { credentials: credentials as never, nodeTypes, workflowId: 'wf-nul', mode: 'webhook' });
+	const first = await runWorkflow(flow, { credentials: fx.credentials as never, nodeTypes, workflowId: 'wf-nul', mode: 'webhook' });
 	noDriverText(first);
 	expect(first.error).toBeUndefined();
 	expect(first.items('Store').map((i) => facts(i.json).outcome)).toEqual(['stored', 'stored']);
 	const answers = first.items('LLM').map((i) => i.json);
 	expect(JSON.stringify(answers[0])).toContain('\\u0000');
 
-	const again = await runWorkflow(flow, { credentials: credentials as never, nodeTypes, workflowId: 'wf-nul', mode: 'webhook' });
+	const again = await runWorkflow(flow, { credentials: fx.credentials as never, nodeTypes, workflowId: 'wf-nul', mode: 'webhook' });
 	expect(again.error).toBeUndefined();
 	const [hits, misses] = again.outputs('Lookup');
 	expect([hits.length, misses.length]).toEqual([2, 0]);

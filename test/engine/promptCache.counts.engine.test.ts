@@ -3,14 +3,13 @@ import path from 'path';
 
 import type { IExecuteFunctions } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger/postgres/connect';
 import { PostgresLedger } from '../../lib/ledger/postgres/PostgresLedger';
 import type { CountIncrement, Ledger } from '../../lib/ledger/types';
 import { COUNT_FLUSH, deferCounts, flushAllCounts, pendingCounts } from '../../lib/n8n/countBuffer';
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { promptCacheStats } from '../../nodes/PromptCache/stats';
 import { FAKE_LLM_TYPE, FakeLlmNode } from '../integration/fixtures/prompt-llm-node';
-import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { useNodeCreatedTable } from '../support/engineBackends';
 import { runWorkflow } from '../support/engine';
 import { promptCacheFlow, PROMPT_CACHE_TYPE as TYPE, type FlowOptions } from './promptCacheFlow';
 
@@ -19,10 +18,8 @@ import { promptCacheFlow, PROMPT_CACHE_TYPE as TYPE, type FlowOptions } from './
  * returned (lib/n8n/countBuffer.ts), when the execution ends, and are never lost when the process
  * ends cleanly. Get Stats shows them.
  */
-const table = uniqueTable('redispc_counts');
-const credentials = { idempotencyPostgresApi: settingsFromUrl(table) };
+const { table, pool, credentials } = useNodeCreatedTable('redispc_counts');
 const nodeTypes = { [TYPE]: new PromptCache(), [FAKE_LLM_TYPE]: new FakeLlmNode() };
-const pool = newPool(2);
 const inspect = new PostgresLedger({ pool, table });
 const CHILD = path.join(__dirname, '..', 'integration', 'fixtures', 'prompt-cache-exit-child.js');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -30,12 +27,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 let counter = 0;
 const fresh = (what: string) => `${what}-${Date.now()}-${++counter}`;
 const flowFor = (namespace: string, prompt: string): FlowOptions => ({ prompts: [{ prompt }], lookup: { options: { namespace } }, llm: { shape: 'openai-full' } });
-
-afterAll(async () => {
-	await closeAllPostgresLedgers();
-	await dropLedgerTables(pool, table);
-	await pool.end();
-});
 
 /** Runs a node process to its end; resolves with its stdout events and exit code. */
 function runChild(input: object): Promise<{ code: number | string | null; events: Array<Record<string, unknown>>; stderr: string }> {

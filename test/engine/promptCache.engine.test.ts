@@ -1,20 +1,18 @@
 import type { IDataObject } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger/postgres/connect';
 import { PostgresLedger } from '../../lib/ledger/postgres/PostgresLedger';
 import { promptHash } from '../../lib/ledger/promptHash';
 import { CACHE_STEP } from '../../nodes/PromptCache/common';
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { promptCacheStats } from '../../nodes/PromptCache/stats';
 import { FAKE_LLM_TYPE, FakeLlmNode, localCalls, type Shape } from '../integration/fixtures/prompt-llm-node';
-import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
+import { settingsFromUrl } from '../support/db';
+import { useNodeCreatedTable } from '../support/engineBackends';
 import { countingParameterReads, runWorkflow, type EngineRunResult } from '../support/engine';
 import { promptCacheFlow, PROMPT_CACHE_TYPE as TYPE, type FlowOptions } from './promptCacheFlow';
 
-const table = uniqueTable('pc_engine');
-const credentials = { idempotencyPostgresApi: settingsFromUrl(table) };
+const { table, pool, credentials } = useNodeCreatedTable('pc_engine');
 const nodeTypes = { [TYPE]: new PromptCache(), [FAKE_LLM_TYPE]: new FakeLlmNode() };
-const pool = newPool(2);
 const inspect = new PostgresLedger({ pool, table });
 
 let workflowCounter = 0;
@@ -31,12 +29,6 @@ const withoutFacts = (json: IDataObject) => {
 	void _f;
 	return rest;
 };
-
-afterAll(async () => {
-	await closeAllPostgresLedgers();
-	await dropLedgerTables(pool, table);
-	await pool.end();
-});
 
 describe('Prompt Cache through the real n8n engine', () => {
 	test('settings are read once per execution: 300 prompts cost Lookup and Store no more parameter reads than 3', async () => {

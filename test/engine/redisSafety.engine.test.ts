@@ -7,14 +7,14 @@
  */
 import http from 'http';
 import type { IConnections, IExecuteFunctions, INode, INodeExecutionData, INodeParameters, INodeType } from 'n8n-workflow';
-import { NodeConnectionTypes } from 'n8n-workflow';
 
 import { closeAllRedisLedgers } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { GuardedSend } from '../../nodes/GuardedSend/GuardedSend.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
-import { node, runWorkflow } from '../support/engine';
+import { connect, node, runWorkflow } from '../support/engine';
+import { testNodeDescription } from '../support/fixtureNodes';
 import { SAFE_REDIS, describeIfRedisServer, startRedis, type ThrowawayRedis } from '../support/throwawayRedis';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
@@ -35,17 +35,7 @@ function evictRows(server: ThrowawayRedis): number {
  */
 function evictRowsFixture(server: () => ThrowawayRedis | undefined): INodeType {
 	return {
-		description: {
-			displayName: 'Evict Rows',
-			name: 'test.evictRows',
-			group: ['transform'],
-			version: 1,
-			description: 'Deletes the ledger rows',
-			defaults: { name: 'Evict Rows' },
-			inputs: [NodeConnectionTypes.Main],
-			outputs: [NodeConnectionTypes.Main],
-			properties: [],
-		},
+		description: testNodeDescription('test.evictRows', 'Evict Rows', { description: 'Deletes the ledger rows' }),
 		async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 			const target = server();
 			if (target) evictRows(target);
@@ -53,11 +43,6 @@ function evictRowsFixture(server: () => ThrowawayRedis | undefined): INodeType {
 		},
 	};
 }
-
-const link = (connections: IConnections, from: string, to: string) => {
-	(connections[from] ??= { main: [[]] }).main[0]!.push({ node: to, type: 'main', index: 0 });
-	return connections;
-};
 
 describeIfRedisServer('Redis eviction and persistence in the engine')('engine: a Redis that can lose the ledger', () => {
 	let evicting: ThrowawayRedis;
@@ -103,7 +88,7 @@ describeIfRedisServer('Redis eviction and persistence in the engine')('engine: a
 			...after.map((n) => node(n.name, n.type, n.parameters ?? {})),
 		];
 		const connections: IConnections = {};
-		nodes.slice(1).forEach((n, i) => link(connections, nodes[i].name, n.name));
+		nodes.slice(1).forEach((n, i) => connect(connections, nodes[i].name, n.name));
 		return { nodes, connections, id: 'wf-redis-safety' };
 	}
 	const run = (flow: ReturnType<typeof gateFlow>, credentials: object, evictOn?: ThrowawayRedis) =>

@@ -16,30 +16,21 @@
  * contact; the lease keeper's short lease is shortened so that the dead run's step lapses in
  * about a second (as startStep.engine.test.ts does).
  */
-import {
-	NodeConnectionTypes,
-	NodeOperationError,
-	type ICredentialDataDecryptedObject,
-	type IConnections,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeType,
-	type INodeTypeDescription,
-} from 'n8n-workflow';
+import { NodeConnectionTypes, NodeOperationError, type IConnections, type IExecuteFunctions, type INodeExecutionData, type INodeType, type INodeTypeDescription } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers, type Ledger } from '../../lib/ledger';
-import { LEASE_KEEPING } from '../../lib/n8n/leaseKeeper';
+import type { Ledger } from '../../lib/ledger';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
 import { StartStep } from '../../nodes/StartStep/StartStep.node';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
+import { postgresBackend, useEngineLedger, useLeaseKeeping } from '../support/engineBackends';
 import { node, runWorkflow, type EngineRunResult } from '../support/engine';
+import { GATE_OUTPUT, START_OUTPUT } from '../support/outputs';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
 const START = 'n8n-nodes-idempotency.startStep';
 const MARK = 'n8n-nodes-idempotency.markStepDone';
-const CHECK_FIRST = 4;
-const GATE_DUPLICATE = 1;
+const { CHECK_FIRST } = START_OUTPUT;
+const { DUPLICATE: GATE_DUPLICATE } = GATE_OUTPUT;
 
 /** The CRM: one contact per email, and how often each email was created. */
 const contacts = new Map<string, string>();
@@ -113,25 +104,13 @@ const nodeTypes = {
 	'test.found': new Found(),
 };
 
-const saved = { ...LEASE_KEEPING };
-beforeAll(() => {
-	LEASE_KEEPING.shortLeaseMs = 1_000;
-	LEASE_KEEPING.renewEveryMs = 300;
-});
-afterAll(() => Object.assign(LEASE_KEEPING, saved));
+useLeaseKeeping({ shortLeaseMs: 1_000, renewEveryMs: 300 });
 
 describe('the Check First recipe (HubSpot create contact, search by email), on PostgreSQL', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	const fx = useEngineLedger(postgresBackend);
 	let ledger: Ledger;
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
+	beforeAll(() => {
 		ledger = fx.ledger;
-		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table) };
-	});
-	afterAll(async () => {
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
 	});
 
 	const original = "={{ $('Webhook').item.json.email }}";
@@ -161,7 +140,7 @@ describe('the Check First recipe (HubSpot create contact, search by email), on P
 
 	let n = 0;
 	const fresh = () => ({ wf: `wf-recipe-${++n}-${Date.now()}`, email: `ada-${n}-${Date.now()}@example.com` });
-	const deliver = (wf: string, email: string) => runWorkflow({ id: wf, ...workflow(email) }, { credentials, nodeTypes, workflowId: wf });
+	const deliver = (wf: string, email: string) => runWorkflow({ id: wf, ...workflow(email) }, { credentials: fx.credentials, nodeTypes, workflowId: wf });
 	const step = async (wf: string, email: string) => (await ledger.get(`workflow:${wf}`, email)).find((r) => r.step === 'create contact');
 	const facts = (run: EngineRunResult, name: string) => run.items(name)[0]?.json.idempotency as Record<string, unknown> | undefined;
 	const lapse = () => new Promise((r) => setTimeout(r, 1_300));

@@ -7,26 +7,11 @@
  * every execution that reads per item because of it.
  */
 import type { IExecuteFunctions, INodeExecutionData, NodeExecutionHint } from 'n8n-workflow';
-import { WorkflowDataProxy } from 'n8n-workflow';
 
 import { expressionSource } from '../../lib/n8n/keySource';
 import { forgetShortcutChecks } from '../../lib/n8n/shortcutCheck';
+import { withChangedN8n, type DataProxy } from '../support/changedN8n';
 import { evaluateParameterForItems, type ParameterOutcome } from '../support/engine';
-
-type DataProxy = Record<string, unknown>;
-
-/** While `change` is in place, every data proxy n8n builds is `change(the real one)`. */
-function withChangedN8n(change: (proxy: DataProxy) => DataProxy): () => void {
-	const original = Object.getOwnPropertyDescriptor(WorkflowDataProxy.prototype, 'getDataProxy')!;
-	const real = original.value as (this: WorkflowDataProxy, ...args: unknown[]) => DataProxy;
-	Object.defineProperty(WorkflowDataProxy.prototype, 'getDataProxy', {
-		...original,
-		value(this: WorkflowDataProxy, ...args: unknown[]) {
-			return change(real.apply(this, args));
-		},
-	});
-	return () => Object.defineProperty(WorkflowDataProxy.prototype, 'getDataProxy', original);
-}
 
 /** `proxy` with `name` answered by `value(the real one)` instead. */
 const overriding = (proxy: DataProxy, name: string, value: (real: unknown) => unknown): DataProxy =>

@@ -11,38 +11,23 @@
  * is in test/e2e/regionCrash.e2e.test.ts). The lease keeper's short lease is shortened here so
  * that such a lease lapses in about a second.
  */
-import {
-	NodeConnectionTypes,
-	NodeOperationError,
-	type IConnections,
-	type IExecuteFunctions,
-	type INode,
-	type INodeExecutionData,
-	type INodeParameters,
-	type INodeType,
-	type INodeTypeDescription,
-} from 'n8n-workflow';
+import { NodeOperationError, type IConnections, type IExecuteFunctions, type INode, type INodeExecutionData, type INodeParameters, type INodeType } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers, closeAllRedisLedgers } from '../../lib/ledger';
-import { LEASE_KEEPING } from '../../lib/n8n/leaseKeeper';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
 import { StartStep } from '../../nodes/StartStep/StartStep.node';
-import { node, runWorkflow, type EngineRunResult } from '../support/engine';
-import { postgresBackend, redisBackend, type EngineBackend } from '../support/engineBackends';
+import { connect, node, runWorkflow, type EngineRunResult } from '../support/engine';
+import { testNodeDescription } from '../support/fixtureNodes';
+import { postgresBackend, redisBackend, useEngineLedger, useLeaseKeeping, type EngineBackend } from '../support/engineBackends';
+import { GATE_OUTPUT, START_OUTPUT } from '../support/outputs';
 import { describeIfRedis } from '../support/redis';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
 const START = 'n8n-nodes-idempotency.startStep';
 const MARK = 'n8n-nodes-idempotency.markStepDone';
 
-const RUN = 0;
-const SKIPPED = 1;
-const REVIEW = 2;
-const IN_PROGRESS = 3;
-const CHECK_FIRST = 4;
-const GATE_NEW = 0;
-const GATE_DUPLICATE = 1;
+const { RUN, SKIPPED, REVIEW, IN_PROGRESS, CHECK_FIRST } = START_OUTPUT;
+const { NEW: GATE_NEW, DUPLICATE: GATE_DUPLICATE } = GATE_OUTPUT;
 
 /** What `test.act` did, per key, in this process. */
 const acted = new Map<string, number>();
@@ -53,17 +38,7 @@ const slow = new Map<string, number>();
 
 /** Stands for any n8n node inside the region: it acts once per item and says so. */
 class ActFixture implements INodeType {
-	description: INodeTypeDescription = {
-		displayName: 'Act',
-		name: 'test.act',
-		group: ['transform'],
-		version: 1,
-		description: 'Act',
-		defaults: { name: 'Act' },
-		inputs: [NodeConnectionTypes.Main],
-		outputs: [NodeConnectionTypes.Main],
-		properties: [],
-	};
+	description = testNodeDescription('test.act', 'Act', {});
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const wait = Math.max(0, ...this.getInputData().map((item) => slow.get(String(item.json.id)) ?? 0));
@@ -86,7 +61,7 @@ class ActFixture implements INodeType {
 
 /** An IF whose matching branch is not wired: the items go nowhere. */
 class DropFixture implements INodeType {
-	description: INodeTypeDescription = { ...new ActFixture().description, displayName: 'Drop', name: 'test.drop', defaults: { name: 'Drop' } };
+	description = testNodeDescription('test.drop', 'Drop', { description: 'Act' });
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		return [[]];
@@ -116,24 +91,11 @@ interface Shape {
 	dropBeforeEnd?: boolean;
 }
 
-const saved = { ...LEASE_KEEPING };
-beforeAll(() => {
-	LEASE_KEEPING.shortLeaseMs = 1_000;
-	LEASE_KEEPING.renewEveryMs = 300;
-});
-afterAll(() => Object.assign(LEASE_KEEPING, saved));
+useLeaseKeeping({ shortLeaseMs: 1_000, renewEveryMs: 300 });
 
 function suite(backend: EngineBackend) {
-	let fx: Awaited<ReturnType<EngineBackend['open']>>;
+	const fx = useEngineLedger(backend);
 	let n = 0;
-	beforeAll(async () => {
-		fx = await backend.open();
-	});
-	afterAll(async () => {
-		await closeAllPostgresLedgers();
-		await closeAllRedisLedgers();
-		await fx?.dispose();
-	});
 
 	/** Trigger (one event) → Dedupe Gate (defaults) → Start Step ─ Run → Act → Mark Step Done. */
 	function flow(id: string, shape: Shape) {
@@ -145,11 +107,7 @@ function suite(backend: EngineBackend) {
 			node('Act', 'test.act', {}, shape.continueOnError ? { onError: 'continueRegularOutput' } : {}),
 		];
 		const connections: IConnections = {};
-		const link = (from: string, to: string, output = 0) => {
-			const main = (connections[from] ??= { main: [] }).main;
-			while (main.length <= output) main.push([]);
-			main[output]!.push({ node: to, type: 'main', index: 0 });
-		};
+		const link = (from: string, to: string, output = 0) => connect(connections, from, to, output);
 		link('Webhook', 'Gate');
 		link('Gate', 'Start', GATE_NEW);
 		link('Start', 'Act', RUN);
@@ -354,14 +312,7 @@ describe('Start Step on PostgreSQL', () => {
 	suite(postgres);
 
 	describe('bad input: a clear message on the item, and nothing written', () => {
-		let fx: Awaited<ReturnType<typeof postgres.open>>;
-		beforeAll(async () => {
-			fx = await postgres.open();
-		});
-		afterAll(async () => {
-			await closeAllPostgresLedgers();
-			await fx?.dispose();
-		});
+		const fx = useEngineLedger(postgres);
 		const ledger = { backend: 'postgres' };
 		const run = (wf: string, nodes: INode[], connections: IConnections) => runWorkflow({ id: wf, nodes, connections }, { credentials: fx.credentials, nodeTypes, workflowId: wf });
 		const written = async (wf: string, id: string) => (await fx.ledger.get(`workflow:${wf}`, id)).map((r) => r.step);

@@ -6,14 +6,13 @@
  */
 import type { IDataObject, INode, INodeExecutionData, INodeParameters, WorkflowExecuteMode } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
 import { MAX_NAMESPACE_LENGTH } from '../../lib/ledger/validate';
 import { TEST_NAMESPACE_PREFIX } from '../../lib/n8n/testRuns';
 import { IdempotencyLedger } from '../../nodes/IdempotencyLedger/IdempotencyLedger.node';
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { FAKE_LLM_TYPE, FakeLlmNode } from '../integration/fixtures/prompt-llm-node';
 import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
+import { postgresBackend, useEngineLedger } from '../support/engineBackends';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
@@ -22,19 +21,10 @@ const LEDGER = 'n8n-nodes-idempotency.idempotencyLedger';
 const CACHE = 'n8n-nodes-idempotency.promptCache';
 const nodeTypes = { ...ours, [LEDGER]: new IdempotencyLedger(), [CACHE]: new PromptCache(), [FAKE_LLM_TYPE]: new FakeLlmNode() };
 
-let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-let credentials: { idempotencyPostgresApi: ReturnType<typeof settingsFromUrl> };
+const fx = useEngineLedger(postgresBackend);
 let n = 0;
 let wf: string;
 
-beforeAll(async () => {
-	fx = await freshPostgresLedger();
-	credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table) };
-});
-afterAll(async () => {
-	await closeAllPostgresLedgers();
-	await fx?.dispose();
-});
 beforeEach(() => {
 	wf = `wf-test-runs-${++n}-${Date.now()}`;
 });
@@ -42,7 +32,7 @@ beforeEach(() => {
 const EVENT = JSON.stringify([{ id: 'evt_1', amount: 42 }]);
 
 const run = (nodes: INode[], mode: WorkflowExecuteMode, workflowId = wf): Promise<EngineRunResult> =>
-	runWorkflow({ nodes, connections: chain(...nodes.map((x) => x.name)) }, { credentials: credentials as never, nodeTypes, workflowId, mode });
+	runWorkflow({ nodes, connections: chain(...nodes.map((x) => x.name)) }, { credentials: fx.credentials as never, nodeTypes, workflowId, mode });
 
 /** Start → Event → Dedupe Gate (→ more nodes). */
 const gateFlow = (gate: INodeParameters, ...more: INode[]) => [
@@ -257,7 +247,7 @@ describe('Prompt Cache in a test run', () => {
 					LLM: { main: [[{ node: 'Store', type: 'main', index: 0 }]] },
 				},
 			},
-			{ credentials: credentials as never, nodeTypes, workflowId: wf, mode },
+			{ credentials: fx.credentials as never, nodeTypes, workflowId: wf, mode },
 		);
 	const hitsAndMisses = (r: EngineRunResult) => r.outputs('Lookup').map((o) => o.length);
 
@@ -283,7 +273,7 @@ describe('Prompt Cache in a test run', () => {
 		const stats = (mode: WorkflowExecuteMode, statsOptions: INodeParameters = {}) =>
 			runWorkflow(
 				{ nodes: [node('Start', 'test.manualTrigger'), node('Stats', CACHE, { operation: 'stats', statsOptions })], connections: chain('Start', 'Stats') },
-				{ credentials: credentials as never, nodeTypes, workflowId: wf, mode },
+				{ credentials: fx.credentials as never, nodeTypes, workflowId: wf, mode },
 			);
 		expect((await stats('manual')).items('Stats')[0].json).toMatchObject({ namespace: `${TEST_NAMESPACE_PREFIX}workflow:${wf}`, hits: 1, misses: 1 });
 		expect((await stats('manual', { editorTestRuns: 'production' })).items('Stats')[0].json).toMatchObject({ namespace: `workflow:${wf}`, lookups: 0 });
@@ -320,7 +310,7 @@ describe('Guarded Send: an editor test run with a real event', () => {
 		const { slackServer } = await import('../support/destinations');
 		const slack = await slackServer();
 		try {
-			const creds = { ...credentials, slackApi: { accessToken: 'xoxb-test-token' } };
+			const creds = { ...fx.credentials, slackApi: { accessToken: 'xoxb-test-token' } };
 			const flow = [
 				node('Start', 'test.manualTrigger'),
 				node('Event', 'test.items', { items: EVENT }),

@@ -4,11 +4,10 @@
  * claim, not even a step the gate never claimed itself (issue 32). Real PostgreSQL, a real local
  * Stripe-like API.
  */
-import type { ICredentialDataDecryptedObject, IExecuteFunctions, INodeExecutionData, INodeParameters, INodeType } from 'n8n-workflow';
+import type { IExecuteFunctions, INodeExecutionData, INodeParameters, INodeType } from 'n8n-workflow';
 
-import { closeAllPostgresLedgers } from '../../lib/ledger';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { stripeLikeServer, type StripeLikeServer } from '../support/destinations';
+import { postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
+import { stripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow } from '../support/engine';
 import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
 
@@ -42,22 +41,11 @@ const ORDER = JSON.stringify([{ orderId: 'o-1' }]);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('engine: Mark Step Done, Guarded Send and a unit claim another run took over', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let api: StripeLikeServer;
-	let credentials: Record<string, ICredentialDataDecryptedObject>;
+	const fx = useEngineLedger(postgresBackend);
+	const api = useServer(() => stripeLikeServer());
 	let wf: string;
 	let n = 0;
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		api = await stripeLikeServer();
-		credentials = { idempotencyPostgresApi: settingsFromUrl(fx.table) };
-	});
-	afterAll(async () => {
-		await api?.close();
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
 	beforeEach(() => {
 		wf = `wf-msd-own-${++n}-${Date.now()}`;
 	});
@@ -71,7 +59,7 @@ describe('engine: Mark Step Done, Guarded Send and a unit claim another run took
 			withHold
 				? { id: wf, nodes: [node('Orders', 'test.items', { items: ORDER }), gate(leaseSeconds), node('Call CRM', 'test.hold'), mark(parameters)], connections: chain('Orders', 'Gate', 'Call CRM', 'Mark CRM') }
 				: { id: wf, nodes: [node('Orders', 'test.items', { items: ORDER }), gate(leaseSeconds), mark(parameters)], connections: chain('Orders', 'Gate', 'Mark CRM') },
-			{ credentials, nodeTypes, executionId },
+			{ credentials: fx.credentials, nodeTypes, executionId },
 		);
 
 	test('run A\'s late "failed, retry later" for the step is refused in words a person can act on; run B\'s recorded step stands', async () => {
@@ -147,7 +135,7 @@ describe('engine: Mark Step Done, Guarded Send and a unit claim another run took
 		// Run A: its gate claims the order for 1 s; the run stalls before Guarded Send.
 		const runA = runWorkflow(
 			{ id: wf, nodes: [node('Orders', 'test.items', { items: ORDER }), orderGate(1), node('Stall', 'test.hold'), send], connections: chain('Orders', 'Gate', 'Stall', 'Send') },
-			{ credentials, nodeTypes, executionId: `${wf}-a` },
+			{ credentials: fx.credentials, nodeTypes, executionId: `${wf}-a` },
 		);
 		await entered;
 		await sleep(1_500);
@@ -158,7 +146,7 @@ describe('engine: Mark Step Done, Guarded Send and a unit claim another run took
 				nodes: [node('Orders', 'test.items', { items: ORDER }), orderGate(600), node('Mark Unit', 'n8n-nodes-idempotency.markStepDone', { status: 'completed', externalId: 'inv-7', resultFrom: 'none' })],
 				connections: chain('Orders', 'Gate', 'Mark Unit'),
 			},
-			{ credentials, nodeTypes, executionId: `${wf}-b` },
+			{ credentials: fx.credentials, nodeTypes, executionId: `${wf}-b` },
 		);
 		expect(b.items('Mark Unit').map((i) => i.json.error)).toEqual([undefined]);
 		release();

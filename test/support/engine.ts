@@ -635,6 +635,14 @@ export const chain = (...names: string[]): IConnections => {
 	return connections;
 };
 
+/** Adds a connection to `connections`: `from`'s output `output` to `to`'s input 0. */
+export const connect = (connections: IConnections, from: string, to: string, output = 0): IConnections => {
+	const main = (connections[from] ??= { main: [] }).main;
+	while (main.length <= output) main.push([]);
+	main[output]!.push({ node: to, type: 'main', index: 0 });
+	return connections;
+};
+
 /**
  * Lets this test process make its once-per-process check of each key-reading shortcut
  * (lib/n8n/shortcutCheck.ts) and expects this n8n to pass every one, so that a test counting

@@ -13,7 +13,8 @@ import {
  * (see ./engine.ts). They are registered there by default under the type names below.
  */
 
-const description = (
+/** The description of a plain test node: one main input and output, no properties, unless `extra` says otherwise. */
+export const testNodeDescription = (
 	name: string,
 	displayName: string,
 	extra: Partial<INodeTypeDescription>,
@@ -36,7 +37,7 @@ const description = (
  * (whatever the execution mode) and needs no trigger machinery.
  */
 export class ManualTriggerFixture implements INodeType {
-	description = description('test.manualTrigger', 'Manual Trigger', {
+	description = testNodeDescription('test.manualTrigger', 'Manual Trigger', {
 		group: ['trigger'],
 		inputs: [],
 		properties: [],
@@ -53,7 +54,7 @@ export class ManualTriggerFixture implements INodeType {
  * the first input item (n8n's convention for a node that creates new items from one trigger).
  */
 export class ItemsFixture implements INodeType {
-	description = description('test.items', 'Items', {
+	description = testNodeDescription('test.items', 'Items', {
 		properties: [
 			{
 				displayName: 'Items (JSON Array of Objects)',
@@ -96,7 +97,7 @@ export class ItemsFixture implements INodeType {
  * downstream must then find the original fields through `pairedItem`, not `$json`.
  */
 export class ReplaceFixture implements INodeType {
-	description = description('test.replace', 'Replace', { properties: [] });
+	description = testNodeDescription('test.replace', 'Replace', { properties: [] });
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		return [
@@ -116,7 +117,7 @@ export class ReplaceFixture implements INodeType {
  * `onError` settings.
  */
 export class SetFixture implements INodeType {
-	description = description('test.set', 'Set', {
+	description = testNodeDescription('test.set', 'Set', {
 		properties: [
 			{ displayName: 'Field', name: 'field', type: 'string', default: 'value' },
 			{ displayName: 'Value', name: 'value', type: 'string', default: '' },
