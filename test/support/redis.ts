@@ -212,9 +212,12 @@ function countHelpers(client: Redis | Cluster, prefix: string) {
 	};
 }
 
-/** A ledger under its own fresh prefix, and a cleanup that deletes its keys. */
-export async function freshRedisLedger(prefix = uniquePrefix(), chunkSize?: number) {
-	const client = newRedisClient();
+/**
+ * A ledger on `newClient()`'s Redis (a server or a cluster) under `prefix`, its schema ensured,
+ * with the contract fixture's helpers (countHelpers).
+ */
+async function redisFixture<C extends Redis | Cluster>(newClient: () => C, prefix: string, chunkSize?: number) {
+	const client = newClient();
 	const ledger = new RedisLedger({ client, prefix, chunkSize });
 	await ledger.ensureSchema();
 	return {
@@ -222,13 +225,21 @@ export async function freshRedisLedger(prefix = uniquePrefix(), chunkSize?: numb
 		client,
 		prefix,
 		...countHelpers(client, prefix),
-		/** Another ledger on the same prefix with a connection of its own, as a second n8n process has; close it. */
+		/** Another ledger on the same prefix with connections of its own, as a second n8n process has; close it. */
 		async another() {
-			return new RedisLedger({ client: newRedisClient(), prefix });
+			return new RedisLedger({ client: newClient(), prefix });
 		},
+	};
+}
+
+/** A ledger under its own fresh prefix, and a cleanup that deletes its keys. */
+export async function freshRedisLedger(prefix = uniquePrefix(), chunkSize?: number) {
+	const fx = await redisFixture(newRedisClient, prefix, chunkSize);
+	return {
+		...fx,
 		async dispose() {
-			await deletePrefix(client, prefix);
-			await ledger.close();
+			await deletePrefix(fx.client, prefix);
+			await fx.ledger.close();
 		},
 	};
 }
@@ -262,22 +273,13 @@ function newRedisClusterClient(): Cluster {
 
 /** A ledger on a Redis Cluster under its own fresh prefix; the cleanup deletes its keys on every master. */
 export async function freshRedisClusterLedger(prefix = uniquePrefix('c')) {
-	const client = newRedisClusterClient();
-	const ledger = new RedisLedger({ client, prefix });
-	await ledger.ensureSchema();
+	const fx = await redisFixture(newRedisClusterClient, prefix);
 	return {
-		ledger,
-		client,
-		prefix,
-		...countHelpers(client, prefix),
-		/** Another ledger on the same prefix with cluster connections of its own; close it. */
-		async another() {
-			return new RedisLedger({ client: newRedisClusterClient(), prefix });
-		},
+		...fx,
 		/** One script call per namespace: the keys of one call must share a slot. */
 		addCountsTrips: (namespaces: number) => namespaces,
 		async dispose() {
-			for (const node of client.nodes('master')) {
+			for (const node of fx.client.nodes('master')) {
 				let cursor = '0';
 				do {
 					const [next, keys] = await node.scan(cursor, 'MATCH', `{${prefix}[:}]*`, 'COUNT', 1000);
@@ -287,7 +289,7 @@ export async function freshRedisClusterLedger(prefix = uniquePrefix('c')) {
 					await p.exec();
 				} while (cursor !== '0');
 			}
-			await ledger.close();
+			await fx.ledger.close();
 		},
 	};
 }
