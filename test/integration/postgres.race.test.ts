@@ -1,7 +1,7 @@
 import path from 'path';
 
 import { freshPostgresLedger } from '../support/db';
-import { racer, race } from '../support/racer';
+import { claimRound } from '../support/racer';
 const CHILD = path.join(__dirname, 'fixtures', 'pg-claim-child.js');
 const PROCESSES = 6;
 const KEYS = 1000;
@@ -38,26 +38,16 @@ describe('PostgreSQL claims under a multi-process race', () => {
 			for (let round = 0; round < ROUNDS || (round < MAX_ROUNDS && Math.max(...winnersPerRound) < 2); round++) {
 				const namespace = `race-${mode}-${round}-${Date.now()}`;
 				// Every process is loaded and connected before the shared start instant is sent.
-				const results = await race(
-					Array.from({ length: PROCESSES }, (_, p) =>
-						racer<{ pid: number; won: string[]; errors: Record<string, number> }>(CHILD, [
-							fx.table,
-							String(chunkSize),
-							namespace,
-							String(KEYS),
-							mode,
-							String(round * 100 + p),
-						]),
-					),
-				);
-				const wins = new Map<string, number>();
-				for (const r of results) for (const key of r.won) wins.set(key, (wins.get(key) ?? 0) + 1);
-				const total = results.reduce((n, r) => n + r.won.length, 0);
-				expect(total).toBe(KEYS);
-				expect(wins.size).toBe(KEYS);
-				expect([...wins.values()].every((n) => n === 1)).toBe(true);
+				const { results, winners } = await claimRound<{ pid: number; won: string[]; errors: Record<string, number> }>(CHILD, PROCESSES, KEYS, (p) => [
+					fx.table,
+					String(chunkSize),
+					namespace,
+					String(KEYS),
+					mode,
+					String(round * 100 + p),
+				]);
 				console.log(`${mode} round ${round}: wins per process ${results.map((r) => r.won.length).join(", ")}`);
-				winnersPerRound.push(results.filter((r) => r.won.length > 0).length);
+				winnersPerRound.push(winners);
 				for (const r of results) for (const [code, n] of Object.entries(r.errors)) errors[code] = (errors[code] ?? 0) + n;
 				const { rows } = await fx.pool.query(`SELECT count(*)::int AS n FROM "${fx.table}" WHERE namespace = $1`, [namespace]);
 				expect(rows[0].n).toBe(KEYS);

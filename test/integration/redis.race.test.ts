@@ -1,7 +1,7 @@
 import path from 'path';
 
 import { namespaceKeys } from '../../lib/ledger/redis/keys';
-import { racer, race } from '../support/racer';
+import { claimRound } from '../support/racer';
 import { describeIfRedis, freshRedisLedger, redisUrl } from '../support/redis';
 
 const CHILD = path.join(__dirname, 'fixtures', 'redis-race-child.js');
@@ -29,18 +29,9 @@ describeIfRedis('Redis multi-process race')('Redis claims under a multi-process 
 			const winnersPerRound: number[] = [];
 			for (let round = 0; round < ROUNDS; round++) {
 				const namespace = `race-${mode}-${round}-${Date.now()}`;
-				const results = await race(
-					Array.from({ length: PROCESSES }, (_, p) =>
-						racer<{ pid: number; won: string[] }>(CHILD, [redisUrl(), fx.prefix, namespace, String(KEYS), mode, String(round * 100 + p)]),
-					),
-				);
-				const wins = new Map<string, number>();
-				for (const r of results) for (const key of r.won) wins.set(key, (wins.get(key) ?? 0) + 1);
-				expect(results.reduce((n, r) => n + r.won.length, 0)).toBe(KEYS);
-				expect(wins.size).toBe(KEYS);
-				expect([...wins.values()].every((n) => n === 1)).toBe(true);
+				const { results, winners } = await claimRound(CHILD, PROCESSES, KEYS, (p) => [redisUrl(), fx.prefix, namespace, String(KEYS), mode, String(round * 100 + p)]);
 				console.log(`redis ${mode} round ${round}: wins per process ${results.map((r) => r.won.length).join(', ')}`);
-				winnersPerRound.push(results.filter((r) => r.won.length > 0).length);
+				winnersPerRound.push(winners);
 				// Each key's new row was noted once for indexing (layout 3); stats index them, once each.
 				const k = namespaceKeys(fx.prefix, namespace);
 				const noted = (await fx.client.lrange(k.unindexed, 0, -1)).flatMap((text) => JSON.parse(text).m as string[]);

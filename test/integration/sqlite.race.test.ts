@@ -1,7 +1,7 @@
 import path from 'path';
 
 import { freshSqliteLedger } from '../support/sqlite';
-import { racer, race } from '../support/racer';
+import { claimRound } from '../support/racer';
 
 const CHILD = path.join(__dirname, 'fixtures', 'sqlite-claim-child.js');
 const PROCESSES = 4;
@@ -25,17 +25,8 @@ describe('Built-in ledger: claims of separate processes on one file', () => {
 			const winnersPerRound: number[] = [];
 			for (let round = 0; round < rounds; round++) {
 				const namespace = `race-${mode}-${round}-${Date.now()}`;
-				const results = await race(
-					Array.from({ length: PROCESSES }, (_, p) =>
-						racer<{ pid: number; won: string[] }>(CHILD, [fx.file, namespace, String(KEYS), mode, String(round * 100 + p)]),
-					),
-				);
-				const wins = new Map<string, number>();
-				for (const r of results) for (const key of r.won) wins.set(key, (wins.get(key) ?? 0) + 1);
-				expect(results.reduce((n, r) => n + r.won.length, 0)).toBe(KEYS);
-				expect(wins.size).toBe(KEYS);
-				expect([...wins.values()].every((n) => n === 1)).toBe(true);
-				winnersPerRound.push(results.filter((r) => r.won.length > 0).length);
+				const { results, winners } = await claimRound(CHILD, PROCESSES, KEYS, (p) => [fx.file, namespace, String(KEYS), mode, String(round * 100 + p)]);
+				winnersPerRound.push(winners);
 				// The process that held the file open all along sees every key, each held by one racer.
 				const page = await fx.ledger.list({ namespace, limit: KEYS + 1 });
 				expect(page.records).toHaveLength(KEYS);

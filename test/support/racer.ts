@@ -33,3 +33,19 @@ export async function race<T>(racers: Array<ReturnType<typeof racer<T>>>): Promi
 	racers.forEach((r) => r.start(startAt));
 	return Promise.all(racers.map((r) => r.done));
 }
+
+/**
+ * One round of a multi-process claim race (the children run fixtures/claimRaceChild.js's loop):
+ * `processes` racers of `script`, racer `p` with `argsFor(p)`, started at one instant. Expects each
+ * of the `keys` keys won exactly once across them; returns their results and how many of them won
+ * something (a round where one process won everything is a legitimate outcome of the scheduler).
+ */
+export async function claimRound<T extends { pid: number; won: string[] }>(script: string, processes: number, keys: number, argsFor: (p: number) => string[]) {
+	const results = await race(Array.from({ length: processes }, (_, p) => racer<T>(script, argsFor(p))));
+	const wins = new Map<string, number>();
+	for (const r of results) for (const key of r.won) wins.set(key, (wins.get(key) ?? 0) + 1);
+	expect(results.reduce((n, r) => n + r.won.length, 0)).toBe(keys);
+	expect(wins.size).toBe(keys);
+	expect([...wins.values()].every((n) => n === 1)).toBe(true);
+	return { results, winners: results.filter((r) => r.won.length > 0).length };
+}
