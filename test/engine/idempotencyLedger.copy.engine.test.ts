@@ -7,8 +7,8 @@
 import type { INodeParameters } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers } from '../../lib/ledger';
-import { closeAllRedisLedgers, RedisLedger } from '../../lib/ledger/redis';
-import { ledgerFixture, recordRow, stuckRow, type LedgerFixture } from '../integration/idempotencyLedger.support';
+import { closeAllRedisLedgers } from '../../lib/ledger/redis';
+import { expectCopiedIntoRedis, FIRST_COPY, ledgerFixture, SECOND_COPY, seedCopySource, type LedgerFixture } from '../integration/idempotencyLedger.support';
 import { deletePrefix, describeIfRedis, newRedisClient, SUITE_REDIS_ACCEPTS_LOSS, uniquePrefix } from '../support/redis';
 
 const NS = 'copy-engine';
@@ -24,11 +24,7 @@ describeIfRedis('Idempotency Ledger copy (engine)')('Idempotency Ledger: Copy In
 	beforeAll(async () => {
 		f = await ledgerFixture('copyeng');
 		both = { ...f.credentials, idempotencyRedisApi: redis };
-		await recordRow(f.ledger, NS, 'evt_done', 'completed', '', { externalId: 'msg_1', result: { ok: true } });
-		await recordRow(f.ledger, NS, 'evt_review', 'needs_review');
-		await stuckRow(f.ledger, NS, 'evt_stuck');
-		await f.ledger.setCheckpoint(NS, 'cursor', '42', { force: false, updatedBy: 'sync' });
-		await f.ledger.addCounts([{ namespace: NS, counts: { sent: 3 } }]);
+		await seedCopySource(f.ledger, NS);
 	});
 
 	afterAll(async () => {
@@ -42,24 +38,11 @@ describeIfRedis('Idempotency Ledger copy (engine)')('Idempotency Ledger: Copy In
 	test('PostgreSQL into Redis: one item with the counts; the second run copies nothing', async () => {
 		const first = f.out(await f.run([{}, {}], copy, { credentials: both }));
 		expect(first).toHaveLength(1);
-		expect(first[0].json).toMatchObject({
-			from: 'PostgreSQL',
-			into: 'Redis',
-			rowsCopied: 3,
-			rowsAlreadyPresent: 0,
-			checkpointsCopied: 1,
-			counterDaysCopied: 1,
-		});
+		expect(first[0].json).toMatchObject({ from: 'PostgreSQL', into: 'Redis', ...FIRST_COPY });
 		expect(typeof first[0].json.durationMs).toBe('number');
-		const target = new RedisLedger({ client: newRedisClient(), prefix });
-		try {
-			expect((await target.get(NS, 'evt_done'))[0]).toMatchObject({ status: 'completed', externalId: 'msg_1', result: { ok: true } });
-			expect((await target.getCheckpoint(NS, 'cursor'))?.value).toBe('42');
-		} finally {
-			await target.close();
-		}
+		await expectCopiedIntoRedis(prefix, NS);
 		const second = f.out(await f.run([{}], copy, { credentials: both }));
-		expect(second[0].json).toMatchObject({ rowsCopied: 0, rowsAlreadyPresent: 3, checkpointsCopied: 0, counterDaysCopied: 0 });
+		expect(second[0].json).toMatchObject(SECOND_COPY);
 	});
 
 	test('Redis into PostgreSQL the other way round, into a fresh table', async () => {

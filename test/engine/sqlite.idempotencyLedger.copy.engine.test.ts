@@ -10,10 +10,10 @@ import { join } from 'path';
 import type { INodeParameters } from 'n8n-workflow';
 
 import { closeAllPostgresLedgers } from '../../lib/ledger';
-import { closeAllRedisLedgers, RedisLedger } from '../../lib/ledger/redis';
+import { closeAllRedisLedgers } from '../../lib/ledger/redis';
 import { closeAllSqliteLedgers } from '../../lib/ledger/sqlite/connect';
 import { SqliteLedger } from '../../lib/ledger/sqlite/SqliteLedger';
-import { ledgerFixture, recordRow, stuckRow, type LedgerFixture } from '../integration/idempotencyLedger.support';
+import { expectCopiedIntoRedis, FIRST_COPY, ledgerFixture, SECOND_COPY, seedCopySource, type LedgerFixture } from '../integration/idempotencyLedger.support';
 import { deletePrefix, describeIfRedis, newRedisClient, SUITE_REDIS_ACCEPTS_LOSS, uniquePrefix } from '../support/redis';
 import { freshSqliteDir } from '../support/sqlite';
 
@@ -31,11 +31,7 @@ beforeAll(async () => {
 	// The source, as the Built-in ledger of the n8n that runs the copy holds it.
 	const source = new SqliteLedger({ file });
 	try {
-		await recordRow(source, NS, 'evt_done', 'completed', '', { externalId: 'msg_1', result: { ok: true } });
-		await recordRow(source, NS, 'evt_review', 'needs_review');
-		await stuckRow(source, NS, 'evt_stuck');
-		await source.setCheckpoint(NS, 'cursor', '42', { force: false, updatedBy: 'sync' });
-		await source.addCounts([{ namespace: NS, counts: { sent: 3 } }]);
+		await seedCopySource(source, NS);
 	} finally {
 		await source.close();
 	}
@@ -59,20 +55,13 @@ describe('Idempotency Ledger: Copy Built-in Into PostgreSQL', () => {
 		const credentials = { ...builtin, ...f.credentials };
 		const first = f.out(await f.run([{}, {}], copy, { credentials }));
 		expect(first).toHaveLength(1);
-		expect(first[0].json).toMatchObject({
-			from: 'Built-in',
-			into: 'PostgreSQL',
-			rowsCopied: 3,
-			rowsAlreadyPresent: 0,
-			checkpointsCopied: 1,
-			counterDaysCopied: 1,
-		});
+		expect(first[0].json).toMatchObject({ from: 'Built-in', into: 'PostgreSQL', ...FIRST_COPY });
 		expect(await f.count(`SELECT count(*) AS n FROM {t} WHERE namespace = '${NS}'`)).toBe(3);
 		expect((await f.ledger.get(NS, 'evt_done'))[0]).toMatchObject({ status: 'completed', externalId: 'msg_1', result: { ok: true } });
 		expect((await f.ledger.get(NS, 'evt_review'))[0]).toMatchObject({ status: 'needs_review' });
 		expect((await f.ledger.getCheckpoint(NS, 'cursor'))?.value).toBe('42');
 		const second = f.out(await f.run([{}], copy, { credentials }));
-		expect(second[0].json).toMatchObject({ rowsCopied: 0, rowsAlreadyPresent: 3, checkpointsCopied: 0, counterDaysCopied: 0 });
+		expect(second[0].json).toMatchObject(SECOND_COPY);
 	});
 
 	test('no Built-in credential: a clear item error naming it (continue on fail)', async () => {
@@ -119,14 +108,8 @@ describeIfRedis('Idempotency Ledger copy Built-in Into Redis (engine)')('Idempot
 		const credentials = { ...builtin, idempotencyRedisApi: redis };
 		const first = f.out(await f.run([{}], { ...copy, backend: 'builtinIntoRedis' }, { credentials }));
 		expect(first[0].json).toMatchObject({ from: 'Built-in', into: 'Redis', rowsCopied: 3, checkpointsCopied: 1, counterDaysCopied: 1 });
-		const target = new RedisLedger({ client: newRedisClient(), prefix });
-		try {
-			expect((await target.get(NS, 'evt_done'))[0]).toMatchObject({ status: 'completed', externalId: 'msg_1', result: { ok: true } });
-			expect((await target.getCheckpoint(NS, 'cursor'))?.value).toBe('42');
-		} finally {
-			await target.close();
-		}
+		await expectCopiedIntoRedis(prefix, NS);
 		const second = f.out(await f.run([{}], { ...copy, backend: 'builtinIntoRedis' }, { credentials }));
-		expect(second[0].json).toMatchObject({ rowsCopied: 0, rowsAlreadyPresent: 3, checkpointsCopied: 0, counterDaysCopied: 0 });
+		expect(second[0].json).toMatchObject(SECOND_COPY);
 	});
 });

@@ -4,10 +4,11 @@
  */
 import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
-import { PostgresLedger, type Ledger } from '../../lib/ledger';
+import { PostgresLedger, RedisLedger, type Ledger } from '../../lib/ledger';
 import { IdempotencyLedger } from '../../nodes/IdempotencyLedger/IdempotencyLedger.node';
 import { dropLedgerTables, newPool, settingsFromUrl, uniqueTable } from '../support/db';
 import { runWorkflow, type EngineRunResult } from '../support/engine';
+import { newRedisClient } from '../support/redis';
 
 export const LEDGER_TYPE = 'n8n-nodes-idempotency.idempotencyLedger';
 export const NODE = 'Ledger';
@@ -99,6 +100,35 @@ export async function recordRow(
 	extra: { externalId?: string; result?: unknown } = {},
 ) {
 	await ledger.record([{ namespace, key, step, status, ...extra }], { ttlMs: 86_400_000 });
+}
+
+/**
+ * The source ledger of the Copy Into Another Ledger tests, in `namespace`: a completed row with its
+ * result, one for review, a stuck one, a checkpoint and a day of counts.
+ */
+export async function seedCopySource(ledger: Ledger, namespace: string) {
+	await recordRow(ledger, namespace, 'evt_done', 'completed', '', { externalId: 'msg_1', result: { ok: true } });
+	await recordRow(ledger, namespace, 'evt_review', 'needs_review');
+	await stuckRow(ledger, namespace, 'evt_stuck');
+	await ledger.setCheckpoint(namespace, 'cursor', '42', { force: false, updatedBy: 'sync' });
+	await ledger.addCounts([{ namespace, counts: { sent: 3 } }]);
+}
+
+/** What the first copy of that source says it copied, besides its `from` and `into`. */
+export const FIRST_COPY = { rowsCopied: 3, rowsAlreadyPresent: 0, checkpointsCopied: 1, counterDaysCopied: 1 } as const;
+
+/** What a second copy of it says: nothing copied, every row already there. */
+export const SECOND_COPY = { rowsCopied: 0, rowsAlreadyPresent: 3, checkpointsCopied: 0, counterDaysCopied: 0 } as const;
+
+/** Expects that source's completed row (with its result) and its checkpoint under `prefix` on the suite's Redis. */
+export async function expectCopiedIntoRedis(prefix: string, namespace: string) {
+	const target = new RedisLedger({ client: newRedisClient(), prefix });
+	try {
+		expect((await target.get(namespace, 'evt_done'))[0]).toMatchObject({ status: 'completed', externalId: 'msg_1', result: { ok: true } });
+		expect((await target.getCheckpoint(namespace, 'cursor'))?.value).toBe('42');
+	} finally {
+		await target.close();
+	}
 }
 
 export async function liveRow(ledger: Ledger, namespace: string, key: string, step = '') {
