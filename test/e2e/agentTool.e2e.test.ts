@@ -17,7 +17,7 @@ import type { AddressInfo } from 'net';
 
 import { readBody, stripeLikeServer, type StripeLikeServer } from '../support/destinations';
 import { agentTypeVersion, startN8n, type N8nInstance, type WorkflowJson } from './support/n8n';
-import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
+import { ledgerCredentialData, LedgerTables, nodePlacer, uniqueLedgerTable } from './support/standIns';
 
 const PKG = 'n8n-nodes-idempotency';
 const table = uniqueLedgerTable('e2e_agent');
@@ -99,16 +99,7 @@ async function model(): Promise<Model> {
 /* ------------------------------------------------------------------------------------------ */
 
 function workflow(ledgerRef: { id: string; name: string }, openAiRef: { id: string; name: string }, destinationUrl: string): WorkflowJson {
-	let x = 0;
-	const node = (name: string, type: string, typeVersion: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-		id: randomUUID(),
-		name,
-		type,
-		typeVersion,
-		position: [(x += 220), 0] as [number, number],
-		parameters,
-		...extra,
-	});
+	const node = nodePlacer();
 	const recipient = "$fromAI('recipient', 'Email address of the lead', 'string')";
 	return {
 		name: 'agent with Guarded Send as its tool',

@@ -13,21 +13,14 @@
 import { randomUUID } from 'crypto';
 
 import { majorOf, nodeOutput, startN8n, type N8nExecution, type N8nInstance, type WorkflowJson } from './support/n8n';
-import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
+import { ledgerCredentialData, LedgerTables, uniqueLedgerTable, workflowNode } from './support/standIns';
 
 const PKG = 'n8n-nodes-idempotency';
 const table = uniqueLedgerTable('e2e_bad_input');
 const ledger = new LedgerTables(table);
 
-const node = (name: string, type: string, typeVersion: number, x: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-	id: randomUUID(),
-	name,
-	type,
-	typeVersion,
-	position: [x, 0],
-	parameters,
-	...extra,
-});
+const node = (name: string, type: string, typeVersion: number, x: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+	workflowNode(name, type, typeVersion, [x, 0], parameters, extra);
 
 /** Webhook → Dedupe Gate (Key From: Field Name, body.id) → New → Mark Step Done. */
 function singleEventFlow(credentialId: string): WorkflowJson {

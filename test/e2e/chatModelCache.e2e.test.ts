@@ -19,7 +19,7 @@
 import { createHash, randomUUID } from 'crypto';
 
 import { agentTypeVersion, startN8n, type N8nExecution, type N8nInstance, type WorkflowJson } from './support/n8n';
-import { ledgerCredentialData, LedgerTables, openAiStandIn, uniqueLedgerTable, type ChatCall, type ChatAnswer, type OpenAiStandIn } from './support/standIns';
+import { ledgerCredentialData, LedgerTables, openAiStandIn, uniqueLedgerTable, workflowNode, type ChatCall, type ChatAnswer, type OpenAiStandIn } from './support/standIns';
 
 const PKG = 'n8n-nodes-idempotency';
 const LC = '@n8n/n8n-nodes-langchain';
@@ -27,15 +27,8 @@ const table = uniqueLedgerTable('e2e_chat_cache');
 const ledger = new LedgerTables(table);
 const CACHE = 'Prompt Cache Chat Model';
 
-const node = (name: string, type: string, typeVersion: number, x: number, y: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-	id: randomUUID(),
-	name,
-	type,
-	typeVersion,
-	position: [x, y],
-	parameters,
-	...extra,
-});
+const node = (name: string, type: string, typeVersion: number, x: number, y: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+	workflowNode(name, type, typeVersion, [x, y], parameters, extra);
 
 interface Creds {
 	ledger: string;

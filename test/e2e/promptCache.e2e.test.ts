@@ -14,7 +14,7 @@
 import { randomUUID } from 'crypto';
 
 import { nodeOutput, startN8n, type N8nInstance, type WorkflowJson } from './support/n8n';
-import { ledgerCredentialData, LedgerTables, openAiStandIn, uniqueLedgerTable, type OpenAiStandIn } from './support/standIns';
+import { ledgerCredentialData, LedgerTables, openAiStandIn, uniqueLedgerTable, workflowNode, type OpenAiStandIn } from './support/standIns';
 
 const PKG = 'n8n-nodes-idempotency';
 const table = uniqueLedgerTable('e2e_prompt_cache');
@@ -22,15 +22,8 @@ const ledger = new LedgerTables(table);
 
 function promptCacheFlow(webhookPath: string, modelUrl: string, credentialId: string, lookupOptions: Record<string, unknown> = {}): WorkflowJson {
 	const ledgerCredential = { idempotencyPostgresApi: { id: credentialId, name: 'Ledger (e2e)' } };
-	const node = (name: string, type: string, typeVersion: number, x: number, y: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-		id: randomUUID(),
-		name,
-		type,
-		typeVersion,
-		position: [x, y],
-		parameters,
-		...extra,
-	});
+	const node = (name: string, type: string, typeVersion: number, x: number, y: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+		workflowNode(name, type, typeVersion, [x, y], parameters, extra);
 	return {
 		name: `e2e prompt cache ${webhookPath}`,
 		nodes: [

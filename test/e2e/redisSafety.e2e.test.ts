@@ -10,19 +10,13 @@ import { randomUUID } from 'crypto';
 import fs from 'fs';
 
 import { startN8n, type N8nExecution, type N8nInstance, type WorkflowJson } from './support/n8n';
+import { workflowNode } from './support/standIns';
 import { describeIfRedisServer, startRedis, type ThrowawayRedis } from '../support/throwawayRedis';
 
 const PKG = 'n8n-nodes-idempotency';
 
-const node = (name: string, type: string, typeVersion: number, x: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-	id: randomUUID(),
-	name,
-	type,
-	typeVersion,
-	position: [x, 0],
-	parameters,
-	...extra,
-});
+const node = (name: string, type: string, typeVersion: number, x: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+	workflowNode(name, type, typeVersion, [x, 0], parameters, extra);
 
 /** Webhook → Dedupe Gate (Redis, key body.id) → Mark Step Done. */
 function flow(path: string, credentialId: string): WorkflowJson {

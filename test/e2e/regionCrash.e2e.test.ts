@@ -32,7 +32,7 @@ import { performance } from 'perf_hooks';
 
 import { smtpServer, type SmtpTestServer } from '../support/destinations';
 import { startN8n, type N8nInstance, type WorkflowJson } from './support/n8n';
-import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from './support/standIns';
+import { ledgerCredentialData, LedgerTables, nodePlacer, uniqueLedgerTable } from './support/standIns';
 
 const PKG = 'n8n-nodes-idempotency';
 const STEP = 'create order';
@@ -124,16 +124,7 @@ interface Variant {
 const ID = "$('Webhook').item.json.body.id";
 
 function flow(v: Variant, ledgerRef: { id: string; name: string }, smtpRef: { id: string; name: string }, url: string): WorkflowJson {
-	let x = 0;
-	const node = (name: string, type: string, typeVersion: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-		id: randomUUID(),
-		name,
-		type,
-		typeVersion,
-		position: [(x += 200), 0] as [number, number],
-		parameters,
-		...extra,
-	});
+	const node = nodePlacer(200);
 	const ours = { credentials: { idempotencyPostgresApi: ledgerRef } };
 	const barrier = (name: string, point: string) =>
 		node(name, 'n8n-nodes-base.httpRequest', 4.2, { method: 'POST', url: `=${url}/barrier/${point}/{{ ${ID} }}`, options: { timeout: 600_000 } });

@@ -232,21 +232,22 @@ export async function delayingProxy(target: string, delayMs = 0): Promise<Delayi
 
 const databaseUrl = () => process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 
-/**
- * The node builder of one workflow's JSON: each node gets a fresh id and stands `step` pixels right
- * of the one before; `extra` adds other fields (credentials, webhookId).
- */
+/** A node of a workflow's JSON, with a fresh id, at `position`; `extra` adds other fields (credentials, webhookId). */
+export const workflowNode = (name: string, type: string, typeVersion: number, position: [number, number], parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+	id: randomUUID(),
+	name,
+	type,
+	typeVersion,
+	position,
+	parameters,
+	...extra,
+});
+
+/** The node builder of one workflow's JSON (workflowNode): each node stands `step` pixels right of the one before. */
 export function nodePlacer(step = 220) {
 	let x = 0;
-	return (name: string, type: string, typeVersion: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-		id: randomUUID(),
-		name,
-		type,
-		typeVersion,
-		position: [(x += step), 0] as [number, number],
-		parameters,
-		...extra,
-	});
+	return (name: string, type: string, typeVersion: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+		workflowNode(name, type, typeVersion, [(x += step), 0], parameters, extra);
 }
 
 export const uniqueLedgerTable = (prefix: string) => `${prefix}_${randomBytes(4).toString('hex')}`;
