@@ -8,19 +8,18 @@
  * change in the real n8n-core the engine runs, as the shortcut tests do (shortcutCheck.engine.test.ts).
  */
 import { ExecutionLifecycleHooks } from 'n8n-core';
-import type { IExecuteFunctions, INode, INodeExecutionData, INodeParameters, INodeType } from 'n8n-workflow';
+import type { INode, INodeExecutionData, INodeParameters } from 'n8n-workflow';
 
 import { forgetExecutionEndCheck } from '../../lib/n8n/executionEnd';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { MarkStepDone } from '../../nodes/MarkStepDone/MarkStepDone.node';
 import { useNodeCreatedTable } from '../support/engineBackends';
+import { expectWarnedOnce, watched, type Hooks } from '../support/changedN8n';
 import { chain, node, runWorkflow } from '../support/engine';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
 const MARK = 'n8n-nodes-idempotency.markStepDone';
 const { table, pool, credentials } = useNodeCreatedTable('endfence');
-
-type Hooks = ExecutionLifecycleHooks & Record<string, unknown>;
 
 /** While in place, n8n runs no handler added for the end of an execution (as if it had renamed that hook). */
 function endHookNotRun(): () => void {
@@ -44,34 +43,6 @@ const givenHooks: Record<string, (hooks: Hooks) => object> = {
 			has: (target, key) => key !== 'addHandler' && Reflect.has(target, key),
 		}),
 };
-
-/**
- * The node type with `this.logger.warn` written to `warnings` (n8n's logger is read-only on the
- * context) and, with `change`, `this.additionalData.hooks` replaced by change(hooks), one per execution.
- */
-function watched(type: INodeType, warnings: string[], change?: (hooks: Hooks) => object): INodeType {
-	const execute = type.execute!;
-	const changed = new WeakMap<object, object>();
-	return Object.assign(Object.create(type) as INodeType, {
-		async execute(this: IExecuteFunctions) {
-			const ctx = this;
-			const logger = new Proxy(ctx.logger, { get: (target, key) => (key === 'warn' ? (message: string) => warnings.push(message) : Reflect.get(target, key)) });
-			const seen = new Proxy({}, {
-				get(_, key) {
-					if (key === 'logger') return logger;
-					const value = Reflect.get(ctx, key);
-					if (key === 'additionalData' && change) {
-						const hooks = (value as { hooks: Hooks }).hooks;
-						if (!changed.has(hooks)) changed.set(hooks, change(hooks));
-						return { ...(value as object), hooks: changed.get(hooks) };
-					}
-					return typeof value === 'function' ? value.bind(ctx) : value;
-				},
-			}) as IExecuteFunctions;
-			return await execute.call(seen);
-		},
-	});
-}
 
 const facts = (item: INodeExecutionData) => item.json.idempotency as Record<string, unknown>;
 const keysOf = (items: INodeExecutionData[]) => items.map((i) => facts(i).key);
@@ -136,9 +107,7 @@ describe('changed execution-end hooks: the gate works as on an n8n without them,
 					expect.arrayContaining([fenceHint, expect.objectContaining({ message: expect.stringContaining('keys are marked done as they pass') })]),
 				);
 			}
-			expect(warnings).toHaveLength(1);
-			expect(warnings[0]).toContain("does not use n8n's execution-end hooks");
-			expect(warnings[0]).toContain('Please report your n8n version');
+			expectWarnedOnce(warnings, "does not use n8n's execution-end hooks");
 		} finally {
 			restore();
 		}

@@ -7,17 +7,7 @@ import type { IDataObject, IExecuteFunctions, INodeExecutionData, IWorkflowSetti
 import { batchedReader, CHUNK, itemLocalExpression, WHOLE_INPUT_BYTES, WHOLE_INPUT_ITEMS } from '../../lib/n8n/batchedExpression';
 import { expressionSource, fillTemplate, pathTemplate, plainPath, readPath, toKeyText, type ValueSource } from '../../lib/n8n/keySource';
 import { evaluateParameterForItems, settleShortcutChecks, type ParameterOutcome } from '../support/engine';
-
-/** Small deterministic PRNG (mulberry32), so a failure can be replayed. */
-function random(seed: number) {
-	return () => {
-		seed |= 0;
-		seed = (seed + 0x6d2b79f5) | 0;
-		let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-		t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-		return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-	};
-}
+import { random } from '../support/random';
 
 function anyValue(rnd: () => number, depth = 0): unknown {
 	const pick = Math.floor(rnd() * 13);

@@ -11,7 +11,7 @@ import type { IExecuteFunctions, INode, INodeExecutionData, INodeType } from 'n8
 import { forgetLineageCheck } from '../../lib/n8n/lineageCheck';
 import { SLACK_CREDENTIAL, postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
 import { slackServer } from '../support/destinations';
-import { withChangedN8n, type DataProxy } from '../support/changedN8n';
+import { expectWarnedOnce, watched, withChangedN8n, type DataProxy } from '../support/changedN8n';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
 import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
 
@@ -31,25 +31,6 @@ const changes: Record<string, (proxy: DataProxy) => DataProxy> = {
 		throw new Error('Paired item data is unavailable');
 	}),
 };
-
-/** The node type with its `this.logger.warn` written to `warnings` (n8n's logger is read-only on the context). */
-function watched(type: INodeType, warnings: string[]): INodeType {
-	const execute = type.execute!;
-	return Object.assign(Object.create(type) as INodeType, {
-		async execute(this: IExecuteFunctions) {
-			const ctx = this;
-			const logger = new Proxy(ctx.logger, { get: (target, key) => (key === 'warn' ? (message: string) => warnings.push(message) : Reflect.get(target, key)) });
-			const seen = new Proxy({}, {
-				get(_, key) {
-					if (key === 'logger') return logger;
-					const value = Reflect.get(ctx, key);
-					return typeof value === 'function' ? value.bind(ctx) : value;
-				},
-			}) as IExecuteFunctions;
-			return await execute.call(seen);
-		},
-	});
-}
 
 const orders = (...ids: number[]) => JSON.stringify(ids.map((n) => ({ orderId: `o-${n}`, total: n * 10 })));
 const gate = () => node('Gate', 'n8n-nodes-idempotency.dedupeGate', { keySource: 'field', keyField: 'orderId', mode: 'lease', options: { lease: 10, leaseUnit: 'minutes' } });
@@ -92,9 +73,7 @@ describe('a changed $getPairedItem: keys come from n8n’s own $(\'Gate\').item,
 				]);
 			}
 			// Said once in n8n's log for the process, naming the check.
-			expect(warnings).toHaveLength(1);
-			expect(warnings[0]).toContain('stopped tracing items to their Dedupe Gate through $getPairedItem');
-			expect(warnings[0]).toContain('Please report your n8n version');
+			expectWarnedOnce(warnings, 'stopped tracing items to their Dedupe Gate through $getPairedItem');
 		} finally {
 			restore();
 		}

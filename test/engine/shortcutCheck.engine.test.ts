@@ -10,7 +10,7 @@ import type { IExecuteFunctions, INodeExecutionData, NodeExecutionHint } from 'n
 
 import { expressionSource } from '../../lib/n8n/keySource';
 import { forgetShortcutChecks } from '../../lib/n8n/shortcutCheck';
-import { withChangedN8n, type DataProxy } from '../support/changedN8n';
+import { expectWarnedOnce, withChangedN8n, type DataProxy } from '../support/changedN8n';
 import { evaluateParameterForItems, type ParameterOutcome } from '../support/engine';
 
 /** `proxy` with `name` answered by `value(the real one)` instead. */
@@ -121,9 +121,7 @@ describe('a changed n8n internal turns its shortcut off, and every key is still 
 				}
 			}
 			// Said once in n8n's log for the process, naming what went wrong.
-			expect(first.warnings).toHaveLength(1);
-			expect(first.warnings[0]).toContain(told);
-			expect(first.warnings[0]).toContain('Please report your n8n version');
+			expectWarnedOnce(first.warnings, told);
 			expect(second.warnings).toEqual([]);
 		} finally {
 			restore();

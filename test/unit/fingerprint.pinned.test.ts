@@ -6,6 +6,7 @@
  * with that implementation (kept below as the reference) on many generated values.
  */
 import { fingerprint, normalize } from '../../lib/ledger/fingerprint';
+import { random } from '../support/random';
 
 class Point {
 	y = 2;
@@ -119,17 +120,6 @@ describe('normalize and fingerprint give what they gave before', () => {
 		expect(differ).toBe(0);
 	});
 });
-
-/** Small deterministic PRNG (mulberry32), so a failure can be replayed. */
-function random(seed: number) {
-	return () => {
-		seed |= 0;
-		seed = (seed + 0x6d2b79f5) | 0;
-		let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-		t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-		return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-	};
-}
 
 // Pieces of text with everything a canonical form treats specially: whitespace to trim, line
 // endings, characters JSON escapes, surrogates (paired and lone), and plain text.
