@@ -16,13 +16,14 @@
 import { spawn } from 'child_process';
 import path from 'path';
 
-import type { IExecuteFunctions, INode, INodeExecutionData, INodeParameters, INodeType } from 'n8n-workflow';
+import type { IExecuteFunctions, INode, INodeParameters, INodeType } from 'n8n-workflow';
 
 import { postgresLedger } from '../../lib/ledger/postgres/connect';
 import { keeperFor } from '../../lib/n8n/leaseKeeper';
 import { postgresSettingsFrom } from '../../lib/n8n/postgresCredential';
 import { DedupeGate } from '../../nodes/DedupeGate/DedupeGate.node';
 import { useNodeCreatedTable, useLeaseKeeping } from '../support/engineBackends';
+import { onlyOutcome } from '../support/outputs';
 import { runWorkflow, type EngineRunResult } from '../support/engine';
 
 const GATE = 'n8n-nodes-idempotency.dedupeGate';
@@ -109,12 +110,8 @@ const run = (workflowId: string, key: string, gate: INodeParameters, executionId
 
 const OUTPUTS = ['new', 'duplicate', 'in_progress'] as const;
 /** Which output of the gate the run's one item left on, and its facts (the ledger details under `_ledger`). */
-function gateOutcome(result: EngineRunResult): { output: (typeof OUTPUTS)[number]; facts: Record<string, unknown> & { _ledger: Record<string, unknown> } } {
-	const outputs = result.outputs('Gate');
-	const hits = OUTPUTS.flatMap((name, i) => (outputs[i] ?? []).map((item: INodeExecutionData) => ({ output: name, facts: item.json.idempotency as Record<string, unknown> & { _ledger: Record<string, unknown> } })));
-	if (hits.length !== 1) throw new Error(`expected one item out of the gate, got ${JSON.stringify(hits)} (error: ${result.error?.message})`);
-	return hits[0];
-}
+const gateOutcome = (result: EngineRunResult) =>
+	onlyOutcome<(typeof OUTPUTS)[number], Record<string, unknown> & { _ledger: Record<string, unknown> }>(result, 'Gate', OUTPUTS, 'the gate');
 
 interface Row {
 	status: string;

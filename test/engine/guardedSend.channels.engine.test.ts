@@ -11,7 +11,7 @@ import { settingsFromUrl } from '../support/db';
 import { SLACK_CREDENTIAL, postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
 import { slackServer, smtpServer, stripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
-import { nodeTypes } from '../integration/fixtures/guarded-workflow';
+import { httpPost, nodeTypes } from '../integration/fixtures/guarded-workflow';
 
 const orders = (...ids: string[]) => JSON.stringify(ids.map((id) => ({ id, email: `${id}@customers.example.com`, amount: 100 })));
 const byKey = { keyFrom: 'expression', keyExpression: '={{ $json.id }}' };
@@ -33,12 +33,8 @@ describe('engine: Guarded Send channels', () => {
 
 	const slackSend = (extra: INodeParameters = {}) => ({ channel: 'slack', ...byKey, slackChannel: '#orders', slackText: '=Order {{ $json.id }} paid', slackOptions: { apiUrl: slack.apiUrl }, ...extra });
 	const httpSend = (url: string, extra: INodeParameters = {}) => ({
-		channel: 'http',
+		...httpPost(`${url}/v1/charges`),
 		...byKey,
-		method: 'POST',
-		url: `${url}/v1/charges`,
-		sendBody: true,
-		bodyContentType: 'json',
 		jsonBody: '={{ JSON.stringify({ order: $json.id, amount: $json.amount }) }}',
 		...extra,
 	});

@@ -16,13 +16,12 @@
  */
 import { performance } from 'perf_hooks';
 
-import type { INodeExecutionData } from 'n8n-workflow';
-
 import { postgresLedger } from '../../lib/ledger/postgres/connect';
 import { keeperFor } from '../../lib/n8n/leaseKeeper';
 import { postgresSettingsFrom } from '../../lib/n8n/postgresCredential';
 import { stripeLikeServer, type StripeLikeServer } from '../support/destinations';
 import { useNodeCreatedTable, useLeaseKeeping } from '../support/engineBackends';
+import { onlyOutcome } from '../support/outputs';
 import { runWorkflow } from '../support/engine';
 import { startChild } from '../integration/fixtures/guarded-child-runner';
 import { credentialsFor, itemsFor, nodeTypes, SEND_NODE, sendWorkflow, type SendSpec } from '../integration/fixtures/guarded-workflow';
@@ -47,10 +46,7 @@ const OUTPUTS = ['sent', 'skipped', 'review', 'in_progress'] as const;
 let runs = 0;
 async function send(spec: SendSpec, id: string, executionId = `gs-keeping-${++runs}`) {
 	const result = await runWorkflow(sendWorkflow(spec), { credentials: credentialsFor(spec), nodeTypes, executionId, startNode: SEND_NODE, startItems: itemsFor([id]) });
-	const outputs = result.outputs(SEND_NODE);
-	const hits = OUTPUTS.flatMap((name, i) => (outputs[i] ?? []).map((item: INodeExecutionData) => ({ output: name, facts: item.json.idempotency as Record<string, unknown> })));
-	if (hits.length !== 1) throw new Error(`expected one item out of Guarded Send, got ${JSON.stringify(hits)} (error: ${result.error?.message})`);
-	return hits[0];
+	return onlyOutcome(result, SEND_NODE, OUTPUTS, 'Guarded Send');
 }
 
 interface Row {

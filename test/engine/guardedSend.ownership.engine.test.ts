@@ -9,7 +9,7 @@ import { idempotencyKeyFor } from '../../nodes/GuardedSend/channels/http';
 import { SLACK_CREDENTIAL, postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
 import { slackServer, stripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
-import { nodeTypes } from '../integration/fixtures/guarded-workflow';
+import { httpPost, nodeTypes } from '../integration/fixtures/guarded-workflow';
 import { withHostClockSkew } from '../support/clock';
 
 const orders = (...ids: string[]) => JSON.stringify(ids.map((id) => ({ id, amount: 100 })));
@@ -33,12 +33,8 @@ describe('engine: Guarded Send and the ledger as the only clock and owner', () =
 	const ns = () => `workflow:${wf}`;
 	const slackSend = (extra: INodeParameters = {}) => ({ channel: 'slack', ...byKey, slackChannel: '#orders', slackText: '=Order {{ $json.id }} paid', slackOptions: { apiUrl: slack.apiUrl }, ...extra });
 	const httpSend = (url: string, extra: INodeParameters = {}) => ({
-		channel: 'http',
+		...httpPost(`${url}/v1/charges`),
 		...byKey,
-		method: 'POST',
-		url: `${url}/v1/charges`,
-		sendBody: true,
-		bodyContentType: 'json',
 		jsonBody: '={{ JSON.stringify({ order: $json.id }) }}',
 		...extra,
 	});

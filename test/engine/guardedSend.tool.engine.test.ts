@@ -13,6 +13,7 @@ import { settingsFromUrl } from '../support/db';
 import { postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
 import { stripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
+import { httpPost } from '../integration/fixtures/guarded-workflow';
 
 const TOOL = 'n8n-nodes-idempotency.guardedSendTool';
 const nodeTypes = { [TOOL]: new GuardedSend(), 'n8n-nodes-idempotency.guardedSend': new GuardedSend() };
@@ -30,11 +31,7 @@ describe('engine: Guarded Send as an AI Agent\'s tool answers every outcome in w
 		const nodes = [
 			node('Agent Input', 'test.items', { items: JSON.stringify(input) }),
 			node('Email Lead', type, {
-				channel: 'http',
-				method: 'POST',
-				url: `${api.url}/v1/charges`,
-				sendBody: true,
-				bodyContentType: 'json',
+				...httpPost(`${api.url}/v1/charges`),
 				// Stands for {{ $fromAI('text') }}: the model's wording.
 				jsonBody: '={{ JSON.stringify({ to: $json.body.lead, text: $json.body.text }) }}',
 				keyFrom: 'expression',

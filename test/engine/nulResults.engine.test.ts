@@ -9,7 +9,7 @@ import type { IDataObject, INode } from 'n8n-workflow';
 
 import { PromptCache } from '../../nodes/PromptCache/PromptCache.node';
 import { FAKE_LLM_TYPE, FakeLlmNode } from '../integration/fixtures/prompt-llm-node';
-import { nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
+import { httpPost, nodeTypes as ours } from '../integration/fixtures/guarded-workflow';
 import { postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
 import { stripeLikeServer } from '../support/destinations';
 import { chain, node, runWorkflow, type EngineRunResult } from '../support/engine';
@@ -66,11 +66,7 @@ test('Guarded Send: a response with NUL characters is recorded; the repeat is Sk
 		node('Start', 'test.manualTrigger'),
 		node('Events', 'test.items', { items: JSON.stringify(events) }),
 		node('Send', SEND, {
-			channel: 'http',
-			method: 'POST',
-			url: `${api.url}/v1/charges`,
-			sendBody: true,
-			bodyContentType: 'json',
+			...httpPost(`${api.url}/v1/charges`),
 			jsonBody: '={{ JSON.stringify({ note: $json.note }) }}',
 			keyFrom: 'expression',
 			keyExpression: '={{ $json.id }}',

@@ -3,11 +3,10 @@
  * HTTP date). Within the attempt budget every message is delivered exactly once; the few that
  * ran out of attempts are recorded failed_retryable and go out on a later run, still once.
  */
-import { closeAllPostgresLedgers } from '../../lib/ledger';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { flakyPlan, seededRandom, slackServer, smtpServer, stripeLikeServer, type Plan, type SlackServer, type SmtpTestServer, type StripeLikeServer } from '../support/destinations';
+import { flakyPlan, seededRandom, slackServer, smtpServer, stripeLikeServer, type Plan } from '../support/destinations';
+import { postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
 import { runWorkflow } from '../support/engine';
-import { credentialsFor, itemsFor, nodeTypes, SEND_NODE, sendWorkflow, summarize, type ChannelName, type SendSpec } from './fixtures/guarded-workflow';
+import { credentialsFor, deliveredIds, itemsFor, nodeTypes, SEND_NODE, sendWorkflow, summarize, type ChannelName, type SendSpec } from './fixtures/guarded-workflow';
 
 const KEYS = 200;
 const MAX_RUNS = 6;
@@ -24,28 +23,17 @@ function flakySmtpPlan(seed: number): Plan {
 }
 
 describe('Guarded Send against a flaky destination', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let api: StripeLikeServer;
-	let slack: SlackServer;
-	let smtp: SmtpTestServer;
+	const fx = useEngineLedger(postgresBackend);
+	const api = useServer(() => stripeLikeServer());
+	const slack = useServer(() => slackServer());
+	const smtp = useServer(() => smtpServer());
 	const report: string[] = [];
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		[api, slack, smtp] = await Promise.all([stripeLikeServer(), slackServer(), smtpServer()]);
-	});
-	afterAll(async () => {
+	afterAll(() => {
 		console.log(`flaky destinations:\n  ${report.join('\n  ')}`);
-		await Promise.all([api?.close(), slack?.close(), smtp?.close()]);
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
 	});
 
-	const delivered = (channel: ChannelName, prefix: string): string[] => {
-		if (channel === 'http') return api.actions.map((a) => String((a.body as { order?: string })?.order)).filter((id) => id.startsWith(prefix));
-		if (channel === 'slack') return slack.messages.map((m) => m.text.replace(/^Order (.*) paid$/, '$1')).filter((id) => id.startsWith(prefix));
-		return smtp.mails.map((m) => String(m.subject).replace(/^Your order /, '')).filter((id) => id.startsWith(prefix));
-	};
+	const delivered = (channel: ChannelName, prefix: string) => deliveredIds({ api, slack, smtp }, channel, prefix);
 
 	for (const channel of ['http', 'slack', 'email'] as const) {
 		test(`${channel}: ${KEYS} messages, each delivered exactly once; leftovers succeed on a later run`, async () => {
@@ -58,7 +46,7 @@ describe('Guarded Send against a flaky destination', () => {
 			const spec: SendSpec = {
 				channel,
 				workflowId,
-				ledger: settingsFromUrl(fx.table),
+				ledger: fx.credentials.idempotencyPostgresApi,
 				url: channel === 'http' ? api.url : channel === 'slack' ? slack.apiUrl : undefined,
 				smtp: channel === 'email' ? smtp.credential : undefined,
 				leaseMs: 120_000,

@@ -3,11 +3,10 @@
  * own order, each with its own connection pool. The destination must receive exactly 200
  * messages: every key once.
  */
-import { closeAllPostgresLedgers } from '../../lib/ledger';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { slackServer, smtpServer, stripeLikeServer, type SlackServer, type SmtpTestServer, type StripeLikeServer } from '../support/destinations';
+import { slackServer, smtpServer, stripeLikeServer } from '../support/destinations';
+import { postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
 import { startChild } from './fixtures/guarded-child-runner';
-import type { ChannelName, Summary } from './fixtures/guarded-workflow';
+import { deliveredIds, type ChannelName, type Summary } from './fixtures/guarded-workflow';
 
 const PROCESSES = 5;
 const KEYS = 200;
@@ -24,26 +23,12 @@ function shuffled<T>(list: T[], seed: number): T[] {
 }
 
 describe(`Guarded Send: ${PROCESSES} processes race for the same ${KEYS} keys`, () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let api: StripeLikeServer;
-	let slack: SlackServer;
-	let smtp: SmtpTestServer;
+	const fx = useEngineLedger(postgresBackend);
+	const api = useServer(() => stripeLikeServer());
+	const slack = useServer(() => slackServer());
+	const smtp = useServer(() => smtpServer());
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		[api, slack, smtp] = await Promise.all([stripeLikeServer(), slackServer(), smtpServer()]);
-	});
-	afterAll(async () => {
-		await Promise.all([api?.close(), slack?.close(), smtp?.close()]);
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
-	});
-
-	const deliveredIds = (channel: ChannelName, prefix: string): string[] => {
-		if (channel === 'http') return api.actions.map((a) => String((a.body as { order?: string })?.order)).filter((id) => id.startsWith(prefix));
-		if (channel === 'slack') return slack.messages.map((m) => m.text.replace(/^Order (.*) paid$/, '$1')).filter((id) => id.startsWith(prefix));
-		return smtp.mails.map((m) => String(m.subject).replace(/^Your order /, '')).filter((id) => id.startsWith(prefix));
-	};
+	const idsDelivered = (channel: ChannelName, prefix: string) => deliveredIds({ api, slack, smtp }, channel, prefix);
 
 	for (const channel of ['http', 'slack', 'email'] as const) {
 		test(`${channel}: exactly ${KEYS} messages, each key once`, async () => {
@@ -52,7 +37,7 @@ describe(`Guarded Send: ${PROCESSES} processes race for the same ${KEYS} keys`, 
 			const spec = {
 				channel,
 				workflowId: `race-${channel}`,
-				ledger: settingsFromUrl(fx.table),
+				ledger: fx.credentials.idempotencyPostgresApi,
 				url: channel === 'http' ? api.url : channel === 'slack' ? slack.apiUrl : undefined,
 				smtp: channel === 'email' ? smtp.credential : undefined,
 				leaseMs: 60_000,
@@ -69,7 +54,7 @@ describe(`Guarded Send: ${PROCESSES} processes race for the same ${KEYS} keys`, 
 			for (const c of children) c.start(startAt);
 			const results: Summary[] = await Promise.all(children.map((c) => c.done));
 
-			const delivered = deliveredIds(channel, prefix);
+			const delivered = idsDelivered(channel, prefix);
 			const perKey = new Map<string, number>();
 			for (const id of delivered) perKey.set(id, (perKey.get(id) ?? 0) + 1);
 			const sentBy = results.map((r) => r.sent.length);
