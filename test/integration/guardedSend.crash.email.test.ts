@@ -15,38 +15,28 @@
  * Every email is delivered exactly once and nothing goes to Needs Review. Without the IMAP
  * credential (guardedSend.crash.test.ts) the middle two go to Needs Review instead.
  */
-import { closeAllPostgresLedgers } from '../../lib/ledger';
-import { freshPostgresLedger, settingsFromUrl } from '../support/db';
-import { smtpServer, type SmtpTestServer } from '../support/destinations';
-import { describeIfDovecot, imapServer, type ImapTestServer } from '../support/imapServer';
+import { smtpServer } from '../support/destinations';
+import { postgresBackend, useEngineLedger, useServer } from '../support/engineBackends';
+import { describeIfDovecot, imapServer } from '../support/imapServer';
 import { startChild } from './fixtures/guarded-child-runner';
 import { rerunAfterCrash, type SendSpec } from './fixtures/guarded-workflow';
 
 type Point = 'claim' | 'mark' | 'acted' | 'record';
 
 describeIfDovecot('the email crash tests with the Sent folder check')('Guarded Send email with the Sent folder check: SIGKILL at each point, then run again', () => {
-	let fx: Awaited<ReturnType<typeof freshPostgresLedger>>;
-	let imap: ImapTestServer;
-	let smtp: SmtpTestServer;
+	const fx = useEngineLedger(postgresBackend);
+	const imap = useServer(() => imapServer());
+	const smtp = useServer(() => smtpServer({ sentFolder: imap }));
 	const table: string[] = [];
 
-	beforeAll(async () => {
-		fx = await freshPostgresLedger();
-		imap = await imapServer();
-		smtp = await smtpServer({ sentFolder: imap });
-	});
-	afterAll(async () => {
+	afterAll(() => {
 		console.log(`email crash tests with the Sent folder check (crash point → emails delivered per item, Needs Review):\n  ${table.join('\n  ')}`);
-		await smtp?.close();
-		await imap?.close();
-		await closeAllPostgresLedgers();
-		await fx?.dispose();
 	});
 
 	const specFor = (workflowId: string, leaseMs: number): SendSpec => ({
 		channel: 'email',
 		workflowId,
-		ledger: settingsFromUrl(fx.table),
+		ledger: fx.credentials.idempotencyPostgresApi,
 		smtp: smtp.credential,
 		imap: imap.credential,
 		leaseMs,
