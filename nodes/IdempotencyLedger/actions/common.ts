@@ -64,6 +64,9 @@ export const keyProperty: INodeProperties = {
 	description: 'The idempotency key, exactly as the gate stored it (an event or order ID, or a hash)',
 };
 
+/** Retention of a step a person settled: recorded as sent or dropped (Key → Release, Review → Settle). */
+export const RESOLVED_TTL_MS = 30 * 86_400_000;
+
 export const unitOptions = Object.keys(DURATION_UNITS).map((unit) => ({
 	name: unit[0].toUpperCase() + unit.slice(1),
 	value: unit,

@@ -17,6 +17,7 @@ import {
 	readChoice,
 	readKey,
 	readText,
+	RESOLVED_TTL_MS,
 	runPerItem,
 } from '../common';
 
@@ -86,8 +87,6 @@ const properties: INodeProperties[] = [
 
 export const description = updateDisplayOptions({ show: { resource: ['key'], operation: ['release'] } }, properties);
 
-/** Retention of a step recorded as sent by an operator. */
-const RESOLVED_TTL_MS = 30 * 86_400_000;
 
 /**
  * Release (reset): frees the key's live steps, or one step, so the next run is let through; or

@@ -6,7 +6,7 @@ import {
 	type INodeProperties,
 } from 'n8n-workflow';
 
-import { readActor, runPerItem } from '../common';
+import { readActor, RESOLVED_TTL_MS, runPerItem } from '../common';
 import { ANSWERS, answerOf, reviewRefOf } from './evidence';
 
 const properties: INodeProperties[] = [
@@ -40,8 +40,6 @@ export const description = updateDisplayOptions({ show: { resource: ['review'], 
 /** When the person answered, as Send and Wait says (`data.respondedAt`); the audit row keeps the ledger's time. */
 const respondedAt = (json: IDataObject) => ((json.data as IDataObject | undefined)?.respondedAt as string | undefined) ?? null;
 
-/** Retention of a step settled by a person. */
-const SETTLED_TTL_MS = 30 * 86_400_000;
 
 const OUTCOME = {
 	sent: 'Recorded as sent: it will not be sent again.',
@@ -72,7 +70,7 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 				releasedBy: by,
 				resolution: answer.resolution,
 				onlyIf: { status: 'needs_review', fence: ref.fence },
-				ttlMs: SETTLED_TTL_MS,
+				ttlMs: RESOLVED_TTL_MS,
 			});
 			const applied = steps.length === 1 && steps[0].action !== 'refused';
 			let outcome: string = OUTCOME[answer.decision];
