@@ -28,6 +28,7 @@ import { Client, Pool } from 'pg';
 import { PostgresLedger } from '../../lib/ledger';
 
 import { ensureRuntime, nodeExecutionTime, nodeOutput, startN8n, type N8nInstance, type WorkflowJson } from '../../test/e2e/support/n8n';
+import { workflowNode } from '../../test/e2e/support/standIns';
 import { dropLedgerTables } from '../../test/support/db';
 import { countingPostgresProxy } from './pgRoundTrips';
 const { safeRedisFor } = require('../safeRedis') as { safeRedisFor: (client: Redis, url: string, part: string) => Promise<{ url: string; note: string | null; stop: () => void } | null> };
@@ -84,15 +85,8 @@ const PAIRED_KEY = "={{ 'k-' + $('Items').item.json.id }}";
 /** A key written as a template literal, which the gate leaves to n8n per item. */
 const PER_ITEM_KEY = '={{ `k-${$json.id}` }}';
 
-const node = (name: string, type: string, typeVersion: number, position: [number, number], parameters: object, extra: object = {}) => ({
-	id: randomUUID(),
-	name,
-	type,
-	typeVersion,
-	position,
-	parameters,
-	...extra,
-});
+const node = (name: string, type: string, typeVersion: number, position: [number, number], parameters: object, extra: object = {}) =>
+	workflowNode(name, type, typeVersion, position, parameters as Record<string, unknown>, extra as Record<string, unknown>);
 
 const removeDuplicates = (extra: object = {}, dedupeValue = '={{ $json.id }}') =>
 	node(

@@ -20,14 +20,15 @@ import { randomUUID } from 'crypto';
 import { Client } from 'pg';
 
 import { startN8n, type WorkflowJson } from '../../test/e2e/support/n8n';
-import { ledgerCredentialData, LedgerTables, uniqueLedgerTable } from '../../test/e2e/support/standIns';
+import { ledgerCredentialData, LedgerTables, uniqueLedgerTable, workflowNode } from '../../test/e2e/support/standIns';
 import { countingPostgresProxy } from './pgRoundTrips';
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000);
 const WARMUP = 20;
 
-const node = (name: string, type: string, typeVersion: number, x: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({ id: randomUUID(), name, type, typeVersion, position: [x, 0], parameters, ...extra });
+const node = (name: string, type: string, typeVersion: number, x: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+	workflowNode(name, type, typeVersion, [x, 0], parameters, extra);
 
 type Flow = 'baseline' | 'floor' | 'ours';
 const FLOWS: Flow[] = ['baseline', 'floor', 'ours'];
