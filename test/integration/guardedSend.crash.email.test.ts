@@ -75,7 +75,10 @@ describeIfDovecot('the email crash tests with the Sent folder check')('Guarded S
 		expect(how).toBe('SIGKILL');
 		const afterCrash = delivered(ids);
 
-		const rerun = (executionId: string) => rerunAfterCrash(first, ids, executionId);
+		// The first run's 1 s timeout fits its 4 s hold; the rerun holds the step for 60 s, and its
+		// Sent-folder check over IMAP gets 10 s: on a loaded machine 1 s was once too short, and the
+		// check's "not now" sent all three to In Progress.
+		const rerun = (executionId: string) => rerunAfterCrash({ ...first, options: { ...first.options, timeout: 10 } }, ids, executionId);
 		const second = await rerun(`crash-email-imap-${point}-2`);
 		const afterRerun = delivered(ids);
 		const third = await rerun(`crash-email-imap-${point}-3`);
