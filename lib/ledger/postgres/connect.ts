@@ -3,6 +3,7 @@ import { Pool, type PoolConfig } from 'pg';
 import { DEFAULT_AUTO_PURGE } from '../autoPurge';
 import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from '../duration';
 import { sha256 } from '../fingerprint';
+import { idleSweeper, type CachedClient } from '../idleClients';
 import { PostgresLedger } from './PostgresLedger';
 
 export type SslMode = 'disable' | 'require' | 'verify-full';
@@ -51,22 +52,25 @@ export function poolConfig(s: PostgresSettings): PoolConfig {
 	};
 }
 
-interface Entry {
+interface Entry extends CachedClient {
 	ledger: PostgresLedger;
 	pool: Pool;
-	lastUsed: number;
 }
 
-const IDLE_DROP_MS = 15 * 60_000;
 const cache = new Map<string, Entry>();
-let sweeper: NodeJS.Timeout | null = null;
+const startSweeper = idleSweeper(
+	cache,
+	(entry) => void entry.pool.end().catch(() => undefined),
+	(entry) => entry.pool.totalCount === 0 && entry.pool.waitingCount === 0,
+);
 
 /** The cache key: a hash of every connection setting, so the password never sits in a map key. */
 export const settingsKey = (s: PostgresSettings, scope = 'postgres') => sha256(JSON.stringify([scope, s]));
 
 /**
- * One pool per distinct credential, reused across executions. A pool whose connections have
- * all gone idle and that nobody asked for in 15 minutes is closed.
+ * One pool per distinct credential, reused across executions. A pool whose connections have all
+ * gone idle, that nobody asked for and whose ledger made no call in 15 minutes, is closed
+ * (idleClients.ts).
  */
 export function postgresLedger(settings: PostgresSettings): PostgresLedger {
 	const key = settingsKey(settings);
@@ -92,23 +96,6 @@ export function postgresLedger(settings: PostgresSettings): PostgresLedger {
 	return entry.ledger;
 }
 
-function startSweeper() {
-	if (sweeper) return;
-	sweeper = setInterval(() => {
-		const now = Date.now();
-		for (const [key, entry] of cache) {
-			if (now - entry.lastUsed > IDLE_DROP_MS && entry.pool.totalCount === 0 && entry.pool.waitingCount === 0) {
-				cache.delete(key);
-				void entry.pool.end().catch(() => undefined);
-			}
-		}
-		if (cache.size === 0 && sweeper) {
-			clearInterval(sweeper);
-			sweeper = null;
-		}
-	}, 60_000);
-	sweeper.unref();
-}
 
 /** Close every cached pool (tests and shutdown). */
 export async function closeAllPostgresLedgers(): Promise<void> {

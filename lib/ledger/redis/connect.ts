@@ -6,6 +6,7 @@ import { DEFAULT_AUTO_PURGE } from '../autoPurge';
 import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, withinSeconds } from '../duration';
 import { LedgerInputError, LedgerUnavailableError } from '../errors';
 import { sha256 } from '../fingerprint';
+import { idleSweeper, type CachedClient } from '../idleClients';
 import { toUnavailable } from './errors';
 import { RedisLedger } from './RedisLedger';
 import { checkRedisSafety, type RedisSafety } from './safety';
@@ -144,24 +145,22 @@ export function createRedisClient(s: RedisSettings): Redis | Cluster {
 	});
 }
 
-interface Entry {
+interface Entry extends CachedClient {
 	ledger: RedisLedger;
 	client: Redis | Cluster;
-	lastUsed: number;
 	/** The server's eviction and persistence settings, read once for this client (see redisSafety). */
 	safety: Promise<RedisSafety> | null;
 }
 
-const IDLE_DROP_MS = 15 * 60_000;
 const cache = new Map<string, Entry>();
-let sweeper: NodeJS.Timeout | null = null;
+const startSweeper = idleSweeper(cache, (entry) => void entry.ledger.close());
 
 /** The cache key: a hash of every connection setting, so the password never sits in a map key. */
 export const redisSettingsKey = (s: RedisSettings) => sha256(JSON.stringify(['redis', s]));
 
 /**
- * One client per distinct credential, reused across executions. A client nobody asked for in
- * 15 minutes is closed.
+ * One client per distinct credential, reused across executions. A client that nobody asked for,
+ * and whose ledger made no call, in 15 minutes is closed (idleClients.ts).
  */
 export function redisLedger(settings: RedisSettings): RedisLedger {
 	return entryOf(settings).ledger;
@@ -208,24 +207,6 @@ export function redisSafety(settings: RedisSettings): Promise<RedisSafety> {
 		},
 	));
 	return pending;
-}
-
-function startSweeper() {
-	if (sweeper) return;
-	sweeper = setInterval(() => {
-		const now = Date.now();
-		for (const [key, entry] of cache) {
-			if (now - entry.lastUsed > IDLE_DROP_MS) {
-				cache.delete(key);
-				void entry.ledger.close();
-			}
-		}
-		if (cache.size === 0 && sweeper) {
-			clearInterval(sweeper);
-			sweeper = null;
-		}
-	}, 60_000);
-	sweeper.unref();
 }
 
 /** Close every cached client (tests and shutdown). */
