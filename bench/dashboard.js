@@ -12,11 +12,10 @@ const { Pool } = require('pg');
 
 const ROWS = Number(process.env.DASHBOARD_ROWS || 1_000_000);
 const ROUNDS = Number(process.env.DASHBOARD_ROUNDS || 11);
-const { median, time: ms } = require('./util');
+const { dropLedgerTables, median, time: ms } = require('./util');
 
 async function main() {
 	const { PostgresLedger } = require('../dist/lib/ledger');
-	const { LEDGER_TABLE_SUFFIXES } = require('../dist/lib/ledger/postgres/schema');
 	const { readDashboard } = require('../dist/lib/dashboard/read');
 	const { renderDashboard } = require('../dist/lib/dashboard/render');
 	const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
@@ -77,7 +76,7 @@ async function main() {
 		console.log(row('full', `${ROWS.toLocaleString('en')} rows`));
 		console.log(`\nfull / empty: ${(median(times.full) / median(times.empty)).toFixed(1)}×; target: under 1,000 ms`);
 	} finally {
-		for (const table of tables) for (const s of LEDGER_TABLE_SUFFIXES) await admin.query(`DROP TABLE IF EXISTS public."${table}${s}"`);
+		for (const table of tables) await dropLedgerTables(admin, table);
 		await empty.close();
 		await full.close();
 		await admin.end();

@@ -16,14 +16,13 @@ const { Pool } = require('pg');
 const { Redis } = require('ioredis');
 const { postgresLedger, redisLedger, RedisLedger, closeAllPostgresLedgers, closeAllRedisLedgers } = require('../dist/lib/ledger');
 const { namespaceKeys } = require('../dist/lib/ledger/redis/keys');
-const { LEDGER_TABLE_SUFFIXES } = require('../dist/lib/ledger/postgres/schema');
 const { serverPort } = require('../test/support/ports');
 
 const BACKENDS = (process.env.DRAIN_BACKENDS || 'postgres,redis').split(',');
 const BACKLOG = Number(process.env.DRAIN_BACKLOG || 1_000_000);
 const PACE = Number(process.env.DRAIN_PACE || 200);
 const PHASE_CLAIMS = 3000;
-const { percentile: pct } = require('./util');
+const { dropLedgerTables, percentile: pct } = require('./util');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -60,7 +59,7 @@ async function postgresSubject() {
 		},
 		async close() {
 			await closeAllPostgresLedgers();
-			for (const s of LEDGER_TABLE_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS public."${table}${s}"`);
+			await dropLedgerTables(pool, table);
 			await pool.end();
 		},
 	};

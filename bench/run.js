@@ -3,6 +3,7 @@
 //    unnest, one statement), the ledger's claim, and the Dedupe Gate node's execute(), for 10,000
 //    distinct keys (first sight) and the same 10,000 again (all duplicates); median of runs,
 //    the scenarios taking turns within each round;
+// 1b. one-key claims, new and duplicate, beside a one-row INSERT … ON CONFLICT and SELECT 1 (bench/oneKey.js);
 // 2. the same claim on Redis beside pipelined SET NX, then on a Redis Cluster (REDIS_CLUSTER_NODES,
 //    else three throwaway nodes of this machine's redis-server, as the test setup starts them);
 // 3. Prompt Cache lookup latency (p50, p99 over 10,000 one-item lookups) on both backends (on a
@@ -116,6 +117,7 @@ async function main() {
 		`One-item execution (the webhook case), warm: the gate made ${oneItemTrips} ledger round trip(s).`,
 	];
 	console.log(lines.join('\n'));
+	console.log(`\n${(await oneKeyRows({ pool, ledger })).join('\n')}`);
 
 	printRedis(await redisSection({ N, RUNS, url: redisUrl }), 'Redis');
 
@@ -194,6 +196,7 @@ async function main() {
 }
 
 const { nodeContext, endExecution, deliveryAndRepeat } = require('./context');
+const { oneKeyRows } = require('./oneKey');
 
 /**
  * The Built-in ledger's table (bench/builtin.js). It needs node:sqlite (Node.js 22.13+): on an

@@ -21,7 +21,7 @@ const ROUNDS = Number(process.env.SCALE_ROUNDS || 5);
 const N = 10_000;
 const ONE_KEY = 1_000;
 const DAY = 86_400_000;
-const { hasSqlite, median, nodeWithSqlite, percentile: pct, time: ms } = require('./util');
+const { dropLedgerTables, hasSqlite, median, nodeWithSqlite, percentile: pct, time: ms } = require('./util');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const fillRows = (backend) => ROWS ?? (backend === 'builtin' ? 1_000_000 : 10_000_000);
@@ -67,7 +67,6 @@ async function compare(name, empty, full, rows, bytesPerRow) {
 async function postgres() {
 	const { Pool } = require('pg');
 	const { PostgresLedger } = require('../dist/lib/ledger');
-	const { LEDGER_TABLE_SUFFIXES } = require('../dist/lib/ledger/postgres/schema');
 	const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 	const stamp = Date.now().toString(36);
 	const admin = new Pool({ connectionString: url, max: 2 });
@@ -93,7 +92,7 @@ async function postgres() {
 		console.log(`PostgreSQL: filled ${rows.toLocaleString('en')} rows in ${((Date.now() - started) / 1000).toFixed(0)} s, ${(bytes / 1e9).toFixed(2)} GB with indexes`);
 		await compare('PostgreSQL', empty, full, rows, bytes / rows);
 	} finally {
-		for (const table of [`scale_empty_${stamp}`, `scale_full_${stamp}`]) for (const s of LEDGER_TABLE_SUFFIXES) await admin.query(`DROP TABLE IF EXISTS public."${table}${s}"`);
+		for (const table of [`scale_empty_${stamp}`, `scale_full_${stamp}`]) await dropLedgerTables(admin, table);
 		await empty.close();
 		await full.close();
 		await admin.end();

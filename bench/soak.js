@@ -45,7 +45,7 @@ const TICK_MS = 50;
 /** Executions one process keeps in flight at most; past it one is skipped and counted as behind. */
 const MAX_IN_FLIGHT = 200;
 
-const { hasSqlite, nodeWithSqlite, percentile: sortedPercentile } = require('./util');
+const { dropLedgerTables, hasSqlite, nodeWithSqlite, percentile: sortedPercentile } = require('./util');
 
 const percentile = (xs, p) => (xs.length ? sortedPercentile(xs, p) : NaN);
 
@@ -135,8 +135,7 @@ async function storage(config) {
 				return { live: rows[0].live, waiting: rows[0].waiting, bytes: Number(rows[0].bytes) };
 			},
 			async close() {
-				const { LEDGER_TABLE_SUFFIXES } = require('../dist/lib/ledger/postgres/schema');
-				for (const s of LEDGER_TABLE_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS public."${table}${s}"`);
+				await dropLedgerTables(pool, table);
 				await pool.end();
 			},
 		};

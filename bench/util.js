@@ -59,10 +59,10 @@ function ledgerCredentials(url, table) {
 	return { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1), user: decodeURIComponent(u.username), password: decodeURIComponent(u.password), ssl: 'disable', schema: 'public', table, poolSize: 10 };
 }
 
-/** Drops every table of the ledger on `table` (its fencing sequence goes with the ledger table). */
+/** Drops the ledger on `table` whole: its tables and functions (dropLedgerSql). */
 async function dropLedgerTables(pool, table) {
-	const { LEDGER_TABLE_SUFFIXES } = require('../dist/lib/ledger/postgres/schema');
-	for (const suffix of LEDGER_TABLE_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS "${table}${suffix}"`);
+	const { dropLedgerSql } = require('../dist/lib/ledger/postgres/schema');
+	for (const sql of dropLedgerSql('public', table)) await pool.query(sql);
 }
 
 /** Whether this Node has node:sqlite (Node.js 22.13 and later), which the Built-in ledger needs. */

@@ -1,6 +1,9 @@
 import { describeLedgerContract } from './ledger.contract';
-import { COUNTS_KEPT_DAYS, PostgresLedger } from '../../lib/ledger';
-import { dropLedgerTables, freshPostgresLedger, newPool, uniqueTable } from '../support/db';
+import { COUNTS_KEPT_DAYS, PostgresLedger, type ClaimOptions, type ClaimOutcome } from '../../lib/ledger';
+import type { Pool } from 'pg';
+import { claimFunctionPrefix } from '../../lib/ledger/postgres/schema';
+import { randomBytes } from 'crypto';
+import { databaseUrl, dropLedgerTables, freshPostgresLedger, newPool, uniqueTable } from '../support/db';
 
 describeLedgerContract('PostgreSQL', freshPostgresLedger);
 
@@ -18,6 +21,136 @@ describe('PostgreSQL ledger: the webhook case', () => {
 			}
 		} finally {
 			await fx.dispose();
+		}
+	});
+});
+
+describe('PostgreSQL ledger: one key, one function call', () => {
+	// A one-key claim runs in a function of the ledger's (claimOneFunction), a batch in claimSql.
+	// Both must apply one rule: each case sets up the same row under two keys, then claims one
+	// alone and the other beside a new key, and the answers must agree in all but key, fence and time.
+	const lease = (holder: string, leaseMs = 60_000) => ({ mode: 'lease' as const, holder, leaseMs, ttlMs: 86_400_000 });
+	const seen = { mode: 'seen' as const, holder: 's', leaseMs: 0, ttlMs: 86_400_000 };
+	type Setup = (ledger: PostgresLedger, key: string) => Promise<void>;
+	const claimed = async (ledger: PostgresLedger, key: string, options: ClaimOptions, fingerprint: string | null = 'f', version?: string) => {
+		const [outcome] = await ledger.claim([{ namespace: 'agree', key, step: 'send', fingerprint, version }], options);
+		if (outcome.kind !== 'claimed') throw new Error(`setup claim of ${key}: ${outcome.kind}`);
+		return outcome.record.fence as number;
+	};
+	const recorded = (status: 'completed' | 'failed_retryable' | 'needs_review', extra: object = {}): Setup => async (ledger, key) => {
+		const fence = await claimed(ledger, key, lease('setup'));
+		await ledger.record([{ namespace: 'agree', key, step: 'send', status, fence, externalId: 'ext-1', result: { id: 7 }, ...extra }], { ttlMs: 86_400_000 });
+	};
+	const cases: Array<[string, Setup, ClaimOptions, { fingerprint?: string | null; version?: string }?]> = [
+		['a new key, seen', async () => undefined, seen],
+		['a new key, leased', async () => undefined, lease('b')],
+		['a completed step', recorded('completed'), lease('b')],
+		['a completed step with other content', recorded('completed'), lease('b'), { fingerprint: 'g' }],
+		['a step that failed, retryable', recorded('failed_retryable'), lease('b')],
+		['a step on Needs Review', recorded('needs_review'), lease('b')],
+		['a live lease of another run', async (l, k) => void (await claimed(l, k, lease('a'))), lease('b')],
+		['a live lease of the same run, reclaimed', async (l, k) => void (await claimed(l, k, lease('a'))), { ...lease('a'), reclaimOwnLease: true }],
+		['a lapsed lease', async (l, k) => void (await claimed(l, k, lease('a', 50))), lease('b')],
+		['a lapsed lease that may have sent', async (l, k) => {
+			const fence = await claimed(l, k, lease('a', 50));
+			await l.markPhase([{ namespace: 'agree', key: k, step: 'send', fence }], 'sending');
+		}, lease('b')],
+		['an expired row', async (l, k) => {
+			await l.claim([{ namespace: 'agree', key: k, step: 'send', fingerprint: 'f' }], { ...seen, ttlMs: 50 });
+		}, lease('b')],
+		['a newer version', async (l, k) => void (await claimed(l, k, { ...seen, mode: 'newer' }, 'f', '1')), { ...seen, mode: 'newer' }, { version: '2', fingerprint: 'g' }],
+		['an older version', async (l, k) => void (await claimed(l, k, { ...seen, mode: 'newer' }, 'f', '2')), { ...seen, mode: 'newer' }, { version: '1', fingerprint: 'g' }],
+	];
+	const comparable = (outcome: ClaimOutcome) => {
+		if (outcome.kind === 'batch_duplicate') return outcome;
+		const { namespace, key, fence, firstSeenAt, updatedAt, expiresAt, leaseExpiresAt, leaseRemainingMs, ...rest } = outcome.record;
+		return { ...outcome, record: { ...rest, leased: leaseExpiresAt !== null, kept: expiresAt.getUTCFullYear() === 9999 } };
+	};
+
+	test('one key and the same key in a batch get the same answer, case by case, in one round trip', async () => {
+		const fx = await freshPostgresLedger();
+		try {
+			for (const [name, setup] of cases) {
+				await setup(fx.ledger, `${name}/one`);
+				await setup(fx.ledger, `${name}/batch`);
+			}
+			await new Promise((r) => setTimeout(r, 120));
+			for (const [name, , options, request] of cases) {
+				const claim = (key: string) => ({ namespace: 'agree', key, step: 'send', fingerprint: request?.fingerprint ?? 'f', version: request?.version });
+				const before = fx.ledger.roundTrips;
+				const [one] = await fx.ledger.claim([claim(`${name}/one`)], options);
+				expect({ name, trips: fx.ledger.roundTrips - before }).toEqual({ name, trips: 1 });
+				const [batch, companion] = await fx.ledger.claim([claim(`${name}/batch`), claim(`${name}/new`)], options);
+				expect(companion.kind).toBe('claimed');
+				expect({ name, ...comparable(one) }).toEqual({ name, ...comparable(batch) });
+			}
+			// Blocked, once each way: the completed step, its other content, Needs Review, the other run's lease, the older version.
+			const blocked = (await fx.pool.query(`SELECT duplicates_blocked AS n FROM "${fx.table}_counters" WHERE namespace = 'agree'`)).rows[0].n;
+			expect(Number(blocked)).toBe(2 * 5);
+		} finally {
+			await fx.dispose();
+		}
+	});
+});
+
+describe('PostgreSQL ledger: the one-key claim function', () => {
+	const functions = async (pool: Pool, table: string) =>
+		(await pool.query(`SELECT proname FROM pg_proc WHERE left(proname, $2) = $1`, [claimFunctionPrefix(table), claimFunctionPrefix(table).length])).rows.map((r) => r.proname as string);
+
+	test('a ledger whose schema is current but lacks this version\'s function (another version made it, or it was dropped) creates it; dropping the ledger drops it', async () => {
+		const fx = await freshPostgresLedger();
+		const second = await fx.another();
+		const admin = newPool(1);
+		try {
+			expect(await functions(fx.pool, fx.table)).toHaveLength(1);
+			// Another version of the package made the ledger: its function has another name.
+			const [mine] = await functions(fx.pool, fx.table);
+			await fx.pool.query(`ALTER FUNCTION "${mine}" RENAME TO "${claimFunctionPrefix(fx.table)}000000000000"`);
+			await second.ensureSchema();
+			expect((await functions(fx.pool, fx.table)).sort()).toEqual([`${claimFunctionPrefix(fx.table)}000000000000`, mine].sort());
+			const [outcome] = await second.claim([{ namespace: 'fn', key: 'k', step: '', fingerprint: null }], { mode: 'seen', holder: 'h', leaseMs: 0, ttlMs: 60_000 });
+			expect(outcome.kind).toBe('claimed');
+			await second.close();
+			await fx.dispose();
+			expect(await functions(admin, fx.table)).toEqual([]);
+		} finally {
+			await admin.end();
+		}
+	});
+});
+
+describe('PostgreSQL ledger: a ledger user that may not create anything', () => {
+	test('claims one key with the batch statement when an administrator made the tables with another version', async () => {
+		const admin = newPool(1);
+		const suffix = randomBytes(4).toString('hex');
+		const schema = `s_${suffix}`;
+		const role = `idem_user_${suffix}`;
+		const table = uniqueTable('granted');
+		await admin.query(`CREATE SCHEMA ${schema}`);
+		await new PostgresLedger({ pool: admin, schema, table }).ensureSchema();
+		// The administrator ran another version: its claim function has another name.
+		const [made] = (await admin.query(`SELECT p.oid::regprocedure AS f FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`, [schema])).rows;
+		await admin.query(`ALTER FUNCTION ${made.f} RENAME TO "${claimFunctionPrefix(table)}000000000000"`);
+		await admin.query(`CREATE ROLE ${role} LOGIN`);
+		await admin.query(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
+		await admin.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${schema} TO ${role}`);
+		await admin.query(`GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA ${schema} TO ${role}`);
+		const url = new URL(databaseUrl());
+		url.username = role;
+		url.password = '';
+		const user = new PostgresLedger({ pool: newPool(2, url.toString()), schema, table });
+		try {
+			const seen = { mode: 'seen' as const, holder: 'h', leaseMs: 0, ttlMs: 60_000 };
+			const claim = () => user.claim([{ namespace: 'granted', key: 'k', step: '', fingerprint: null }], seen);
+			expect((await claim())[0].kind).toBe('claimed');
+			expect((await claim())[0].kind).toBe('duplicate');
+			const functions = (await admin.query(`SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`, [schema])).rows;
+			expect(functions.map((f) => f.proname)).toEqual([`${claimFunctionPrefix(table)}000000000000`]);
+		} finally {
+			await user.close();
+			await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+			await admin.query(`DROP ROLE ${role}`);
+			await admin.end();
 		}
 	});
 });

@@ -2,7 +2,7 @@ import { randomBytes } from 'crypto';
 import { Pool } from 'pg';
 
 import { PostgresLedger } from '../../lib/ledger';
-import { LEDGER_TABLE_SUFFIXES } from '../../lib/ledger/postgres/schema';
+import { dropLedgerSql } from '../../lib/ledger/postgres/schema';
 import { describeIfAvailable } from './redis';
 
 export const databaseUrl = () => {
@@ -47,9 +47,9 @@ export function newPool(max = 10, connectionString = databaseUrl()) {
 	return new Pool({ connectionString, max });
 }
 
-/** Drops every table of a ledger (its fencing sequence goes with the ledger table). */
+/** Drops a ledger whole: its tables and functions (dropLedgerSql). */
 export async function dropLedgerTables(pool: Pool, table: string, schema = 'public'): Promise<void> {
-	for (const suffix of LEDGER_TABLE_SUFFIXES) await pool.query(`DROP TABLE IF EXISTS "${schema}"."${table}${suffix}"`);
+	for (const sql of dropLedgerSql(schema, table)) await pool.query(sql);
 }
 
 /** A ledger on its own fresh table (through `connectionString`, the suite's database by default), and a cleanup that drops it. */

@@ -1,3 +1,4 @@
+import { createHash } from 'crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 
 import { CheckpointRegressionError, LedgerError, LedgerInputError } from '../errors';
@@ -29,7 +30,7 @@ import { resultFromStored, resultToJson } from '../resultJson';
 import { COUNTS_KEPT_DAYS, STATUSES } from '../types';
 import { assertCountDays, assertIdentifier, assertNamespace, countsByNamespace } from '../validate';
 import { isRetryableConflict, isUniqueViolation, timeoutsOf, toUnavailable, type Timeouts } from './errors';
-import { KEEP_UNTIL_RESOLVED, migrations, tableNames, type TableNames } from './schema';
+import { claimFunctionPrefix, KEEP_UNTIL_RESOLVED, migrations, tableNames, type TableNames } from './schema';
 import type { ExportBatch, ImportCounts, LedgerExport, LedgerImport } from '../transfer';
 import { exportPostgres, importPostgres, postgresImportSql, type PostgresImportSql } from './transfer';
 
@@ -45,6 +46,13 @@ export interface PostgresLedgerOptions {
 const DEFAULT_CHUNK = 5000;
 /** Keys in a claim chunk from which it may be inserted plainly (see claimSql, claimChunk). */
 const PLAIN_INSERT_MIN_KEYS = 100;
+/** Times a claim tries again when the rows it met kept changing under it, before it gives up. */
+const CHANGING_ATTEMPTS = 5;
+const keptChanging = () =>
+	new LedgerError(
+		'The ledger kept changing under a claim and no answer could be settled',
+		'Run the workflow again; if it keeps happening, check for jobs that delete ledger rows.',
+	);
 /** Times a statement is run again after PostgreSQL reported a deadlock or serialization failure. */
 const CONFLICT_RETRIES = 4;
 
@@ -203,6 +211,73 @@ const isNewer = (a: string, b: string) =>
 		WHEN ${a} ~ '^-?[0-9]+(\\.[0-9]+)?$' AND ${b} ~ '^-?[0-9]+(\\.[0-9]+)?$' THEN ${a}::numeric > ${b}::numeric
 		ELSE ${a} COLLATE "C" > ${b} COLLATE "C" END)`;
 
+/** Where a claim statement finds its options (see claimSql): mode, reclaim own lease, holder. */
+interface ClaimParams {
+	mode: string;
+	reclaim: string;
+	holder: string;
+}
+const CLAIM_PARAMS: ClaimParams = { mode: '$10', reclaim: '$11', holder: '$7' };
+
+/**
+ * SQL: may the claim `incoming` (its fingerprint and version) take the row `row` over? It has
+ * expired; or mode `newer` brings a newer version and no live lease holds it; or the content
+ * agrees and it is a lapsed lease, the holder's own lease (when asked), or a retryable failure.
+ */
+const claimable = (row: string, incoming: string, p: ClaimParams = CLAIM_PARAMS) => `(
+			${row}.expires_at <= now()
+			OR (${p.mode} = 'newer' AND ${isNewer(`${incoming}.version`, `${row}.version`)}
+				AND NOT (${row}.status = 'in_progress' AND ${row}.lease_expires_at > now()))
+			OR ((${row}.fingerprint IS NULL OR ${incoming}.fingerprint IS NULL OR ${row}.fingerprint = ${incoming}.fingerprint)
+				AND ((${row}.status = 'in_progress' AND (${row}.lease_expires_at <= now() OR (${p.reclaim} AND ${row}.lease_holder = ${p.holder})))
+					OR ${row}.status = 'failed_retryable')))`;
+
+const CLAIM_INSERT_COLUMNS = `namespace, key, step, status, lease_holder, lease_expires_at, fingerprint, version,
+		attempts, first_seen_at, updated_at, expires_at, fence`;
+
+/** SQL: the values of a new claim's row, for the request `i` (ns, k, st, fingerprint, version) and its fencing token. */
+const claimInsertValues = (i: { ns: string; k: string; st: string; fingerprint: string; version: string }, fence: string) =>
+	`${i.ns}, ${i.k}, ${i.st}, $6, $7, CASE WHEN $6 = 'in_progress' THEN now() + $8 * interval '1 millisecond' END,
+		${i.fingerprint}, ${i.version}, 1, now(), now(), now() + $9 * interval '1 millisecond', ${fence}`;
+
+/**
+ * SQL: a claim's INSERT meeting a row that is there: it takes the row over only where the latest
+ * row version, under its lock, is claimable, so two claimers can never both win.
+ */
+const CLAIM_TAKE_OVER = `ON CONFLICT (namespace, key, step) DO UPDATE SET
+		status = excluded.status,
+		lease_holder = excluded.lease_holder,
+		lease_expires_at = excluded.lease_expires_at,
+		fingerprint = excluded.fingerprint,
+		version = excluded.version,
+		previous_status = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.status END,
+		-- SET expressions read the row as it was: this keeps the phase the replaced claim reached.
+		previous_phase = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.phase END,
+		-- Taking over a step that may have gone out keeps that knowledge on the row (and the row
+		-- until it is resolved), so a second crash before this claim records anything cannot lose it.
+		phase = CASE WHEN l.expires_at > now() AND l.phase = 'sending' THEN 'sending' END,
+		attempts = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.attempts + 1 END,
+		first_seen_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.first_seen_at END,
+		external_id = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.external_id END,
+		result = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.result END,
+		updated_at = now(),
+		expires_at = CASE WHEN l.expires_at > now() AND l.phase = 'sending' THEN ${KEEP_UNTIL_RESOLVED} ELSE excluded.expires_at END,
+		fence = excluded.fence
+	WHERE ${claimable('l', 'excluded')}`;
+
+const CLAIMED_COLUMNS = `l.namespace, l.key, l.step, l.attempts, l.previous_status, l.external_id, l.result,
+		l.first_seen_at, l.updated_at, l.previous_phase, l.expires_at, l.phase`;
+
+/** SQL: a claimed row `c` as one JSON array, in the order renewedClaimFacts reads. */
+const claimedFacts = (c: string) =>
+	`json_build_array(${c}.namespace, ${c}.key, ${c}.step, ${c}.attempts, ${c}.previous_status, ${c}.external_id, ${c}.result,
+		${epochMs(`${c}.first_seen_at`)}, ${epochMs(`${c}.updated_at`)}, ${c}.previous_phase, ${epochMs(`${c}.expires_at`)}, ${c}.phase)`;
+
+/** SQL: add `n` duplicates blocked to namespace `ns`'s counters; `rows` a SELECT of (ns, n). */
+const countBlocked = (counters: string, rows: string) => `INSERT INTO ${counters} AS c (namespace, duplicates_blocked)
+	${rows}
+	ON CONFLICT (namespace) DO UPDATE SET duplicates_blocked = c.duplicates_blocked + excluded.duplicates_blocked, updated_at = now()`;
+
 /** What a claim carries beyond the request: the same for every new claim, read back for a renewed one. */
 interface ClaimFacts {
 	fence: number;
@@ -308,6 +383,10 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 	/** Called after each claim and add of counts (see backgroundPurge). */
 	private readonly purgeInBackground: () => void;
 	private importSql: PostgresImportSql | null = null;
+	/** The one-key claim function (see claimOneFunction). */
+	private readonly claimOneSql: ReturnType<PostgresLedger['claimOneFunction']>;
+	/** Whether ensureSchema found or made it; without it a one-key claim runs claimSql. */
+	private oneKeyFunction = false;
 	private readonly sql: {
 		claim: string;
 		recordFenced: string;
@@ -329,6 +408,7 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 		this.t = tableNames(schema, this.table);
 		this.chunkSize = options.chunkSize ?? DEFAULT_CHUNK;
 		this.purgeInBackground = backgroundPurge(options.autoPurge, (batch) => this.purgeExpired(batch));
+		this.claimOneSql = this.claimOneFunction();
 		this.sql = {
 			claim: this.claimSql(),
 			recordFenced: this.recordFencedSql(),
@@ -384,22 +464,23 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 
 	private async migrate(): Promise<void> {
 		const steps = migrations(this.t, this.table);
-		// Fast path, one round trip and no lock: the schema is already current.
+		// Fast path, one round trip and no lock: the schema is already current, and this version's
+		// one-key claim function is there.
 		try {
-			const rows = await this.query<{ v: number }>(`SELECT coalesce(max(version), 0) AS v FROM ${this.t.migrations}`);
-			if (rows[0].v >= steps.length) return;
+			const rows = await this.query<{ v: number; claim_one: boolean }>(
+				`SELECT coalesce(max(version), 0) AS v, to_regprocedure($1) IS NOT NULL AS claim_one FROM ${this.t.migrations}`,
+				[this.claimOneSql.signature],
+			);
+			this.oneKeyFunction = rows[0].claim_one;
+			if (rows[0].v >= steps.length) {
+				if (!this.oneKeyFunction) this.oneKeyFunction = await this.createClaimOneFunction();
+				return;
+			}
 		} catch (error) {
 			// 42P01: no migrations table yet, a new ledger.
 			if ((error as { code?: string }).code !== '42P01') throw error;
 		}
-		let client: PoolClient;
-		try {
-			client = await this.pool.connect();
-		} catch (error) {
-			throw toUnavailable(error, this.t, this.timeouts);
-		}
-		try {
-			await this.query('BEGIN', [], client);
+		await this.inTransaction(async (client) => {
 			// The schema is shared by every ledger in it, so it gets its own lock, always taken before
 			// the ledger's: two processes creating two ledgers in one new schema wait for each other.
 			await this.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [this.t.schemaLockKey], client);
@@ -419,6 +500,40 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 				await this.query(steps[v - 1], [], client);
 				await this.query(`INSERT INTO ${this.t.migrations} (version) VALUES ($1)`, [v], client);
 			}
+			await this.query(this.claimOneSql.create, [], client);
+		});
+		this.oneKeyFunction = true;
+	}
+
+	/**
+	 * This version's one-key claim function, on a ledger whose tables are current (made by another
+	 * version, or by an administrator). A ledger user that may not create it (no CREATE on the
+	 * schema: the tables were made by an administrator) claims one key with claimSql instead.
+	 */
+	private async createClaimOneFunction(): Promise<boolean> {
+		try {
+			await this.inTransaction(async (client) => {
+				await this.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [this.t.lockKey], client);
+				await this.query(this.claimOneSql.create, [], client);
+			});
+			return true;
+		} catch (error) {
+			if ((error as { code?: string }).code === '42501') return false;
+			throw error;
+		}
+	}
+
+	/** `work` in one transaction on one connection of the pool: committed, or rolled back and thrown. */
+	private async inTransaction(work: (client: PoolClient) => Promise<void>): Promise<void> {
+		let client: PoolClient;
+		try {
+			client = await this.pool.connect();
+		} catch (error) {
+			throw toUnavailable(error, this.t, this.timeouts);
+		}
+		try {
+			await this.query('BEGIN', [], client);
+			await work(client);
 			await this.query('COMMIT', [], client);
 		} catch (error) {
 			await client.query('ROLLBACK').catch(() => undefined);
@@ -448,19 +563,7 @@ export class PostgresLedger implements Ledger, LedgerExport, LedgerImport {
 		// row a concurrent claim committed meanwhile then fails the whole statement with a unique
 		// violation, after which claimChunk runs it again with $14 false. Both INSERTs take rows in
 		// the same order, so the lock order argument holds for either.
-		const claimable = (row: string, incoming: string) => `(
-			${row}.expires_at <= now()
-			OR ($10 = 'newer' AND ${isNewer(`${incoming}.version`, `${row}.version`)}
-				AND NOT (${row}.status = 'in_progress' AND ${row}.lease_expires_at > now()))
-			OR ((${row}.fingerprint IS NULL OR ${incoming}.fingerprint IS NULL OR ${row}.fingerprint = ${incoming}.fingerprint)
-				AND ((${row}.status = 'in_progress' AND (${row}.lease_expires_at <= now() OR ($11 AND ${row}.lease_holder = $7)))
-					OR ${row}.status = 'failed_retryable')))`;
-		const insertColumns = `namespace, key, step, status, lease_holder, lease_expires_at, fingerprint, version,
-		attempts, first_seen_at, updated_at, expires_at, fence`;
-		const insertValues = `i.ns, i.k, i.st, $6, $7, CASE WHEN $6 = 'in_progress' THEN now() + $8 * interval '1 millisecond' END,
-		i.fingerprint, i.version, 1, now(), now(), now() + $9 * interval '1 millisecond', (SELECT fence FROM token)`;
-		const claimedColumns = `l.namespace, l.key, l.step, l.attempts, l.previous_status, l.external_id, l.result,
-		l.first_seen_at, l.updated_at, l.previous_phase, l.expires_at, l.phase`;
+		const insertValues = claimInsertValues({ ns: 'i.ns', k: 'i.k', st: 'i.st', fingerprint: 'i.fingerprint', version: 'i.version' }, '(SELECT fence FROM token)');
 		return `
 WITH input AS (
 	SELECT coalesce(i.ns, $12) AS ns, i.k, coalesce(i.st, $13) AS st, i.fingerprint, i.version, i.ord
@@ -478,50 +581,29 @@ existing AS MATERIALIZED (
 tally AS (SELECT (SELECT count(*) FROM input) AS inputs, (SELECT count(*) FROM existing x WHERE NOT x.claimable) AS held),
 plain AS (SELECT $14::boolean AND NOT EXISTS (SELECT 1 FROM existing) AS yes),
 fresh AS (
-	INSERT INTO ${t.ledger} AS l (${insertColumns})
+	INSERT INTO ${t.ledger} AS l (${CLAIM_INSERT_COLUMNS})
 	SELECT ${insertValues} FROM input i
 	WHERE (SELECT yes FROM plain)
 	ORDER BY i.ord
-	RETURNING ${claimedColumns}
+	RETURNING ${CLAIMED_COLUMNS}
 ),
 upserted AS (
-	INSERT INTO ${t.ledger} AS l (${insertColumns})
+	INSERT INTO ${t.ledger} AS l (${CLAIM_INSERT_COLUMNS})
 	SELECT ${insertValues} FROM input i
 	WHERE NOT (SELECT yes FROM plain) AND (SELECT held < inputs FROM tally) AND NOT EXISTS (
 		SELECT 1 FROM existing x WHERE x.namespace = i.ns AND x.key = i.k AND x.step = i.st AND NOT x.claimable
 	)
 	ORDER BY i.ord
-	ON CONFLICT (namespace, key, step) DO UPDATE SET
-		status = excluded.status,
-		lease_holder = excluded.lease_holder,
-		lease_expires_at = excluded.lease_expires_at,
-		fingerprint = excluded.fingerprint,
-		version = excluded.version,
-		previous_status = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.status END,
-		-- SET expressions read the row as it was: this keeps the phase the replaced claim reached.
-		previous_phase = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.phase END,
-		-- Taking over a step that may have gone out keeps that knowledge on the row (and the row
-		-- until it is resolved), so a second crash before this claim records anything cannot lose it.
-		phase = CASE WHEN l.expires_at > now() AND l.phase = 'sending' THEN 'sending' END,
-		attempts = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.attempts + 1 END,
-		first_seen_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.first_seen_at END,
-		external_id = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.external_id END,
-		result = CASE WHEN l.expires_at <= now() THEN NULL ELSE l.result END,
-		updated_at = now(),
-		expires_at = CASE WHEN l.expires_at > now() AND l.phase = 'sending' THEN ${KEEP_UNTIL_RESOLVED} ELSE excluded.expires_at END,
-		fence = excluded.fence
-	WHERE ${claimable('l', 'excluded')}
+	${CLAIM_TAKE_OVER}
 	-- Times as they are: only renewed claims are answered, and only theirs are converted (numeric
 	-- extract() for every row cost a 5,000-key statement 15-25 % of its time).
-	RETURNING ${claimedColumns}
+	RETURNING ${CLAIMED_COLUMNS}
 ),
 claimed AS (SELECT * FROM fresh UNION ALL SELECT * FROM upserted),
 blocked AS (
-	INSERT INTO ${t.counters} AS c (namespace, duplicates_blocked)
-	SELECT ns, n FROM (
+	${countBlocked(t.counters, `SELECT ns, n FROM (
 		SELECT i.ns, count(*) - (SELECT count(*) FROM claimed c2 WHERE c2.namespace = i.ns) AS n FROM input i GROUP BY i.ns
-	) s WHERE n > 0 ORDER BY ns COLLATE "C"
-	ON CONFLICT (namespace) DO UPDATE SET duplicates_blocked = c.duplicates_blocked + excluded.duplicates_blocked, updated_at = now()
+	) s WHERE n > 0 ORDER BY ns COLLATE "C"`)}
 )
 -- One row. Every input row is exactly one of: blocked (a live row the snapshot showed, never
 -- offered to the insert), claimed, or unresolved (a concurrent commit got there first). A claim
@@ -532,15 +614,57 @@ blocked AS (
 SELECT
 	${epochMs('now()')} AS now,
 	(SELECT fence FROM token) AS fence,
-	(SELECT coalesce(json_agg(json_build_array(c.namespace, c.key, c.step, c.attempts, c.previous_status,
-		c.external_id, c.result, ${epochMs('c.first_seen_at')}, ${epochMs('c.updated_at')}, c.previous_phase, ${epochMs('c.expires_at')}, c.phase)), '[]')
-		FROM claimed c WHERE c.attempts > 1) AS renewed,
+	(SELECT coalesce(json_agg(${claimedFacts('c')}), '[]') FROM claimed c WHERE c.attempts > 1) AS renewed,
 	${blockedGroups('existing')} AS blocked,
 	CASE WHEN (SELECT count(*) FROM claimed) + (SELECT held FROM tally) < (SELECT inputs FROM tally)
 		THEN (SELECT json_agg(i.ord) FROM input i
 			WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.namespace = i.ns AND c.key = i.k AND c.step = i.st)
 				AND NOT EXISTS (SELECT 1 FROM existing x WHERE x.in_ord = i.ord AND NOT x.claimable))
 	END AS unresolved`;
+	}
+
+	/**
+	 * One key, the webhook case, in one round trip: a function of this ledger's that runs the claim
+	 * as one INSERT … ON CONFLICT DO UPDATE … WHERE of that row (the same take-over rule as
+	 * claimSql's, re-checked under the row's lock) and, when the row is held, reads it with a
+	 * fresh snapshot and counts the duplicate. Parsing and planning claimSql's CTEs cost a one-key
+	 * claim most of its time; a PL/pgSQL function plans its statements once per server connection
+	 * (and again on another one: nothing outlives a transaction, so PgBouncer's transaction mode
+	 * is fine). Its name carries a hash of its text, so a version of this code only ever calls the
+	 * body it was written with, whichever other versions share the ledger (ensureSchema creates
+	 * it). Parameters as claimSql's, with $1..$5 one namespace, key, step, fingerprint and version.
+	 * It answers one row: the claim (the statement's now, the fence, claimedFacts), or the row
+	 * that held it back (recordColumns, and whether the claim may take it over by now), or
+	 * neither when the row went away meanwhile.
+	 */
+	private claimOneFunction(): { name: string; signature: string; create: string; call: string } {
+		const values = claimInsertValues({ ns: '$1', k: '$2', st: '$3', fingerprint: '$4', version: '$5' }, `nextval('${this.t.fenceSequence}')`);
+		const body = `BEGIN
+	RETURN QUERY INSERT INTO ${this.t.ledger} AS l (${CLAIM_INSERT_COLUMNS})
+	VALUES (${values})
+	${CLAIM_TAKE_OVER}
+	RETURNING ${epochMs('now()')}, l.fence, ${claimedFacts('l')}, NULL::json;
+	IF FOUND THEN RETURN; END IF;
+	RETURN QUERY WITH h AS MATERIALIZED (
+		SELECT ${recordColumns('l')}, ${claimable('l', 'i')} AS claimable
+		FROM ${this.t.ledger} l, (SELECT $4 AS fingerprint, $5 AS version) i
+		WHERE l.namespace = $1 AND l.key = $2 AND l.step = $3
+	),
+	blocked AS (${countBlocked(this.t.counters, 'SELECT namespace, 1 FROM h WHERE NOT claimable')})
+	SELECT NULL::float8, NULL::bigint, NULL::json, row_to_json(h) FROM h;
+END`;
+		const hash = createHash('sha256').update(`${this.t.ledger}\n${body}`).digest('hex').slice(0, 12);
+		const name = `"${this.t.schema}"."${claimFunctionPrefix(this.table)}${hash}"`;
+		const args = 'text, text, text, text, text, text, text, float8, float8, text, boolean';
+		return {
+			name,
+			signature: `${name}(${args})`,
+			create: `CREATE OR REPLACE FUNCTION ${name}(${args})
+RETURNS TABLE (claimed_at float8, claimed_fence bigint, claimed json, held json) LANGUAGE plpgsql AS $claim$
+${body}
+$claim$`,
+			call: `SELECT * FROM ${name}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		};
 	}
 
 	async claim(requests: ClaimRequest[], options: ClaimOptions): Promise<ClaimOutcome[]> {
@@ -550,11 +674,43 @@ SELECT
 		// the pool allows) and the server inserts them on as many cores as it has. A batch of one
 		// chunk is one statement, one round trip.
 		const { unique: sorted, outcomes } = resolveBatch(requests);
+		if (sorted.length === 1 && this.oneKeyFunction) {
+			await this.claimOne(sorted[0], requests, outcomes, options);
+			this.purgeInBackground();
+			return outcomes as ClaimOutcome[];
+		}
 		const chunks: number[][] = [];
 		for (let start = 0; start < sorted.length; start += this.chunkSize) chunks.push(sorted.slice(start, start + this.chunkSize));
 		await settleAll(chunks.map((chunk) => this.claimChunk(chunk, requests, outcomes, options)));
 		this.purgeInBackground();
 		return outcomes as ClaimOutcome[];
+	}
+
+	/** One key (see claimOneFunction): claimed, or held by the row it answers; again if that row went away or lapsed meanwhile. */
+	private async claimOne(index: number, requests: ClaimRequest[], outcomes: Array<ClaimOutcome | undefined>, options: ClaimOptions): Promise<void> {
+		const r = requests[index];
+		const status = options.mode === 'lease' ? 'in_progress' : 'completed';
+		const holder = options.mode === 'lease' ? options.holder : null;
+		const ttlMs = effectiveTtlMs(options);
+		const params = [r.namespace, r.key, r.step, r.fingerprint, r.version ?? null, status, holder, options.leaseMs, ttlMs, options.mode, options.reclaimOwnLease === true];
+		for (let attempt = 0; attempt < CHANGING_ATTEMPTS; attempt++) {
+			const [answer] = await this.query<{ claimed_at: number; claimed_fence: string; claimed: unknown[] | null; held: QueryResultRow | null }>(
+				this.claimOneSql.call,
+				params,
+			);
+			if (answer?.claimed) {
+				const fence = Number(answer.claimed_fence);
+				const renewed = (answer.claimed[3] as number) > 1;
+				const facts = renewed ? renewedClaimFacts(answer.claimed, fence, holder, options, ttlMs) : newClaimFacts(answer.claimed_at, fence, holder, options, ttlMs);
+				outcomes[index] = claimedOutcome(r, status, holder, options, facts);
+				return;
+			}
+			if (answer?.held && answer.held.claimable === false) {
+				outcomes[index] = classifyExisting(toRecord(answer.held), r, options.mode);
+				return;
+			}
+		}
+		throw keptChanging();
 	}
 
 	private async claimChunk(
@@ -574,12 +730,7 @@ SELECT
 			// it fail; only for big chunks, where it saves milliseconds, so that a storm of one-item
 			// executions never meets that failure.
 			const plain = !raced && pending.length >= PLAIN_INSERT_MIN_KEYS;
-			if (attempt >= 5) {
-				throw new LedgerError(
-					'The ledger kept changing under a claim and no answer could be settled',
-					'Run the workflow again; if it keeps happening, check for jobs that delete ledger rows.',
-				);
-			}
+			if (attempt >= CHANGING_ATTEMPTS) throw keptChanging();
 			const input = claimInput(pending, requests);
 			let answer: ClaimAnswer;
 			try {

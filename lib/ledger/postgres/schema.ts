@@ -29,6 +29,28 @@ export interface TableNames {
 export const LEDGER_TABLE_SUFFIXES = ['', '_counters', '_checkpoints', '_audit', '_daily', '_migrations'] as const;
 
 /**
+ * A ledger's one-key claim functions are named this, then 12 hex digits of a hash of their text
+ * (PostgresLedger's claimOneFunction): one per version of that text, each in the ledger's schema.
+ */
+export const claimFunctionPrefix = (table: string) => `${table.slice(0, 40)}_claim_`;
+
+/**
+ * SQL that drops one ledger whole: its tables (the fencing sequence goes with the ledger table)
+ * and its claim functions. For tests and benches: the package itself never drops a ledger.
+ */
+export function dropLedgerSql(schema: string, table: string): string[] {
+	const prefix = claimFunctionPrefix(table).replace(/'/g, "''");
+	return [
+		...LEDGER_TABLE_SUFFIXES.map((suffix) => `DROP TABLE IF EXISTS "${schema}"."${table}${suffix}"`),
+		`DO $drop$ DECLARE f regprocedure; BEGIN
+	FOR f IN SELECT p.oid::regprocedure FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname = '${schema.replace(/'/g, "''")}' AND left(p.proname, ${prefix.length}) = '${prefix}' AND length(p.proname) = ${prefix.length + 12}
+	LOOP EXECUTE 'DROP FUNCTION ' || f; END LOOP;
+END $drop$`,
+	];
+}
+
+/**
  * Far enough ahead to mean "until someone acts": the expiry of a row that may have been sent
  * (phase `sending`). Retention never throws that knowledge away.
  */

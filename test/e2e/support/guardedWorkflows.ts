@@ -6,7 +6,7 @@
 import { randomBytes, randomUUID } from 'crypto';
 import { Pool } from 'pg';
 
-import { LEDGER_TABLE_SUFFIXES } from '../../../lib/ledger/postgres/schema';
+import { dropLedgerSql } from '../../../lib/ledger/postgres/schema';
 import { PACKAGE_NAME, type N8nInstance, type WorkflowJson } from './n8n';
 
 export const GATE = `${PACKAGE_NAME}.dedupeGate`;
@@ -244,9 +244,7 @@ export function ledgerTable(table: string) {
 			await pool.query(sql);
 		},
 		async drop() {
-			for (const suffix of LEDGER_TABLE_SUFFIXES) {
-				await pool.query(`DROP TABLE IF EXISTS ${q(table + suffix)}`).catch(() => undefined);
-			}
+			for (const sql of dropLedgerSql('public', table)) await pool.query(sql).catch(() => undefined);
 			await pool.end();
 		},
 	};

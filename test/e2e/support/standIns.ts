@@ -22,7 +22,7 @@ import { Client } from 'pg';
 
 import { spawn } from 'child_process';
 
-import { LEDGER_TABLE_SUFFIXES } from '../../../lib/ledger/postgres/schema';
+import { dropLedgerSql, LEDGER_TABLE_SUFFIXES } from '../../../lib/ledger/postgres/schema';
 import { readBody } from '../../support/destinations';
 import { freePort, repoRoot, type N8nInstance, type WorkflowJson } from './n8n';
 
@@ -322,10 +322,10 @@ export class LedgerTables {
 		return rows.length ? rows[0].value : null;
 	}
 
-	/** Drops every table of this ledger and closes the connection. */
+	/** Drops this ledger whole (dropLedgerSql) and closes the connection. */
 	async drop(): Promise<void> {
 		try {
-			for (const suffix of LEDGER_TABLE_SUFFIXES) await this.query(`DROP TABLE IF EXISTS public."${this.table}${suffix}"`);
+			for (const sql of dropLedgerSql('public', this.table)) await this.query(sql);
 		} finally {
 			await this.client?.end().catch(() => undefined);
 			this.client = undefined;
