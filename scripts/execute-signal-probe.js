@@ -48,6 +48,9 @@ const path = require('node:path');
 const { Client } = require('pg');
 
 const { serverPort: freePort } = require('../test/support/ports');
+require('../test/support/ts-require');
+/** The run JSON in `n8n execute --rawOutput` stdout. */
+const { dbEnv, parseRawOutput } = require('../test/e2e/support/n8n');
 
 const root = path.resolve(__dirname, '..');
 const PACKAGE_NAME = 'n8n-nodes-idempotency';
@@ -141,23 +144,6 @@ function workflowFor(arm, credential) {
 	return { id: 'probeWorkflow001', active: false, ...wf, name: `hello-dedupe (${arm} arm)` };
 }
 
-/** The run JSON in `n8n execute --rawOutput` stdout (as parseRawOutput in test/e2e/support/n8n.ts). */
-function parseRawOutput(stdout) {
-	const lines = stdout.split('\n');
-	for (let i = 0; i < lines.length; i++) {
-		if (lines[i] !== '{') continue;
-		for (let j = lines.length - 1; j > i; j--) {
-			if (lines[j] !== '}') continue;
-			try {
-				const parsed = JSON.parse(lines.slice(i, j + 1).join('\n'));
-				if (parsed?.data?.resultData) return parsed;
-			} catch {
-				/* a shorter span */
-			}
-		}
-	}
-	return undefined;
-}
 
 /** Runs n8n with `args` under nice -n 19 and ulimit -c unlimited in `cwd`; stdout to a file. */
 function runN8n(rt, args, env, cwd, timeoutMs) {
@@ -217,7 +203,6 @@ async function main() {
 	fs.mkdirSync(userFolder, { recursive: true });
 	const database = `n8n_probe_${tag}`;
 	const table = `probe_ledger_${tag}`;
-	const db = serverUrl(database);
 
 	const env = {};
 	for (const [k, v] of Object.entries(process.env)) {
@@ -225,13 +210,7 @@ async function main() {
 		env[k] = v;
 	}
 	env.PATH = `${path.dirname(rt.node)}${path.delimiter}${process.env.PATH ?? ''}`;
-	Object.assign(env, {
-		DB_TYPE: 'postgresdb',
-		DB_POSTGRESDB_HOST: db.hostname,
-		DB_POSTGRESDB_PORT: db.port || '5432',
-		DB_POSTGRESDB_DATABASE: database,
-		DB_POSTGRESDB_USER: decodeURIComponent(db.username || 'postgres'),
-		DB_POSTGRESDB_PASSWORD: decodeURIComponent(db.password),
+	Object.assign(env, dbEnv(database), {
 		N8N_USER_FOLDER: userFolder,
 		N8N_LISTEN_ADDRESS: '127.0.0.1',
 		N8N_ENCRYPTION_KEY: crypto.randomBytes(24).toString('hex'),

@@ -20,13 +20,12 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'child_process';
 import { createHash, randomBytes } from 'crypto';
 import * as fs from 'fs';
-import * as http from 'http';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { Client } from 'pg';
 
-import { childEnv, ensureRuntime, freePort, installPackage, PACKAGE_NAME, repoRoot } from '../test/e2e/support/n8n';
+import { childEnv, ensureRuntime, freePort, installPackage, localN8nEnv, PACKAGE_NAME, repoRoot, restCall as request } from '../test/e2e/support/n8n';
 import { progressPrinter } from './progress';
 
 const { NEWEST } = require('../test/e2e/support/matrix.js') as { NEWEST: string };
@@ -233,31 +232,6 @@ function connection(db: DbLocal | DbEmbedded) {
 // n8n over HTTP
 // ---------------------------------------------------------------------------------------------
 
-function request(method: string, url: string, body?: unknown, cookie?: string): Promise<{ status: number; body: any; text: string; cookies: string[] }> {
-	return new Promise((resolve, reject) => {
-		const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-		const headers: Record<string, string> = { accept: 'application/json' };
-		if (payload) Object.assign(headers, { 'content-type': 'application/json', 'content-length': String(payload.length) });
-		if (cookie) headers.cookie = cookie;
-		const req = http.request(url, { method, headers, agent: false }, (res) => {
-			const chunks: Buffer[] = [];
-			res.on('data', (c: Buffer) => chunks.push(c));
-			res.on('end', () => {
-				const text = Buffer.concat(chunks).toString('utf8');
-				let parsed: unknown;
-				try {
-					parsed = JSON.parse(text);
-				} catch {
-					parsed = undefined;
-				}
-				resolve({ status: res.statusCode ?? 0, body: parsed, text, cookies: (res.headers['set-cookie'] ?? []).map((c) => c.split(';')[0]) });
-			});
-		});
-		req.setTimeout(60_000, () => req.destroy(new Error(`${method} ${url} timed out`)));
-		req.on('error', reject);
-		req.end(payload);
-	});
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -389,21 +363,7 @@ async function main() {
 		DB_POSTGRESDB_DATABASE: conn.database,
 		DB_POSTGRESDB_USER: conn.user,
 		DB_POSTGRESDB_PASSWORD: conn.password,
-		N8N_USER_FOLDER: home,
-		N8N_LISTEN_ADDRESS: '127.0.0.1',
-		N8N_PORT: String(port),
-		N8N_RUNNERS_BROKER_PORT: String(brokerPort),
-		N8N_ENFORCE_SETTINGS_FILE_PERMISSIONS: 'false',
-		N8N_SECURE_COOKIE: 'false',
-		N8N_DIAGNOSTICS_ENABLED: 'false',
-		N8N_VERSION_NOTIFICATIONS_ENABLED: 'false',
-		N8N_PERSONALIZATION_ENABLED: 'false',
-		N8N_TEMPLATES_ENABLED: 'false',
-		N8N_HIRING_BANNER_ENABLED: 'false',
-		N8N_DISABLED_MODULES: 'mcp-registry',
-		N8N_PYTHON_ENABLED: 'false',
-		N8N_GRACEFUL_SHUTDOWN_TIMEOUT: '15',
-		N8N_LOG_OUTPUT: 'console',
+		...localN8nEnv(runtime, home, { port, brokerPort }),
 	});
 	// For the n8n CLI on the same data (n8n execute, import:workflow): `set -a; . <home>/n8n.env; set +a`.
 	const cliEnv = ['DB_TYPE', 'DB_POSTGRESDB_HOST', 'DB_POSTGRESDB_PORT', 'DB_POSTGRESDB_DATABASE', 'DB_POSTGRESDB_USER', 'DB_POSTGRESDB_PASSWORD', 'N8N_USER_FOLDER'];

@@ -85,6 +85,17 @@ function iso(d: Date | null | undefined): string | null {
 }
 
 export function factsOf(outcome: Outcome, namespace: string, key: string, step: string, record: LedgerRecord | null): IDataObject {
+	const facts = rowFacts(outcome, namespace, key, step, record);
+	facts.externalId = record?.externalId ?? null;
+	facts.result = (record?.result ?? null) as IDataObject | null;
+	facts.version = record?.version ?? null;
+	// Only on items of editor test runs that used their test namespace.
+	if (isTestNamespace(namespace)) facts.testRun = true;
+	return facts;
+}
+
+/** The facts every item of a row starts with, in the order items show them. */
+function rowFacts(outcome: string, namespace: string, key: string, step: string, record: LedgerRecord | null): IDataObject {
 	return {
 		outcome,
 		namespace,
@@ -99,11 +110,6 @@ export function factsOf(outcome: Outcome, namespace: string, key: string, step: 
 		leaseExpiresAt: iso(record?.leaseExpiresAt),
 		fence: record?.fence ?? null,
 		previousStatus: record?.previousStatus ?? null,
-		externalId: record?.externalId ?? null,
-		result: (record?.result ?? null) as IDataObject | null,
-		version: record?.version ?? null,
-		// Only on items of editor test runs that used their test namespace.
-		...(isTestNamespace(namespace) ? { testRun: true } : {}),
 	};
 }
 
@@ -114,21 +120,7 @@ export function factsOf(outcome: Outcome, namespace: string, key: string, step: 
  * own hashing.
  */
 export function cacheFactsOf(outcome: string, namespace: string, hash: string, step: string, record: LedgerRecord | null, extra: IDataObject): IDataObject {
-	const facts: IDataObject = {
-		outcome,
-		namespace,
-		key: hash,
-		step,
-		status: record?.status ?? null,
-		firstSeenAt: iso(record?.firstSeenAt),
-		updatedAt: iso(record?.updatedAt),
-		expiresAt: iso(record?.expiresAt),
-		attempts: record?.attempts ?? null,
-		leaseHolder: record?.leaseHolder ?? null,
-		leaseExpiresAt: iso(record?.leaseExpiresAt),
-		fence: record?.fence ?? null,
-		previousStatus: record?.previousStatus ?? null,
-	};
+	const facts = rowFacts(outcome, namespace, hash, step, record);
 	if (isTestNamespace(namespace)) facts.testRun = true;
 	facts.promptHash = hash;
 	for (const name in extra) facts[name] = extra[name];

@@ -14,12 +14,11 @@
  */
 import { spawn, type ChildProcess } from 'child_process';
 import * as fs from 'fs';
-import * as http from 'http';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 
-import { childEnv, ensureRuntime, freePort, parseRawOutput, repoRoot } from './support/n8n';
+import { childEnv, ensureRuntime, freePort, parseRawOutput, repoRoot, restCall as request } from './support/n8n';
 
 const { NEWEST } = require('./support/matrix.js') as { NEWEST: string };
 
@@ -172,30 +171,6 @@ function portAnswers(port: number): Promise<boolean> {
 	});
 }
 
-function request(method: string, url: string, body?: unknown, cookie?: string): Promise<{ status: number; body: any; cookies: string[] }> {
-	return new Promise((resolve, reject) => {
-		const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-		const headers: Record<string, string> = { accept: 'application/json' };
-		if (payload) Object.assign(headers, { 'content-type': 'application/json', 'content-length': String(payload.length) });
-		if (cookie) headers.cookie = cookie;
-		const req = http.request(url, { method, headers, agent: false }, (res) => {
-			const chunks: Buffer[] = [];
-			res.on('data', (c: Buffer) => chunks.push(c));
-			res.on('end', () => {
-				const text = Buffer.concat(chunks).toString('utf8');
-				let parsed: unknown = text;
-				try {
-					parsed = JSON.parse(text);
-				} catch {
-					/* not JSON */
-				}
-				resolve({ status: res.statusCode ?? 0, body: parsed, cookies: (res.headers['set-cookie'] ?? []).map((c) => c.split(';')[0]) });
-			});
-		});
-		req.on('error', reject);
-		req.end(payload);
-	});
-}
 
 describeNewest('npm start: the package in a real n8n, in one command', () => {
 	const home = fs.mkdtempSync(path.join(os.tmpdir(), 'npm-start-e2e-'));

@@ -234,7 +234,8 @@ export async function dropRunDatabases(): Promise<number> {
 	return rows.length;
 }
 
-function dbEnv(database: string): Record<string, string> {
+/** n8n's own database settings for `database` on the suite's PostgreSQL. */
+export function dbEnv(database: string): Record<string, string> {
 	const u = serverUrl(database);
 	return {
 		DB_TYPE: 'postgresdb',
@@ -305,6 +306,37 @@ export function request(
 		req.on('error', reject);
 		req.end(payload);
 	});
+}
+
+/** A call of n8n's REST API as a browser makes it: JSON, the session cookie, and the cookies it sets back. */
+export async function restCall(method: string, url: string, body?: unknown, cookie?: string): Promise<HttpResponse & { cookies: string[] }> {
+	const res = await request(method, url, { body, headers: cookie ? { cookie } : undefined, timeoutMs: 60_000 });
+	return { ...res, cookies: (res.headers['set-cookie'] ?? []).map((c) => c.split(';')[0]) };
+}
+
+/**
+ * The settings every n8n we start shares, whatever its database: its own folder and ports on
+ * loopback, and nothing that phones home, nags or waits long to stop.
+ */
+export function localN8nEnv(runtime: N8nRuntime, userFolder: string, ports: { port: number; brokerPort: number }): NodeJS.ProcessEnv {
+	return {
+		N8N_USER_FOLDER: userFolder,
+		N8N_LISTEN_ADDRESS: '127.0.0.1',
+		N8N_PORT: String(ports.port),
+		N8N_RUNNERS_BROKER_PORT: String(ports.brokerPort),
+		N8N_ENFORCE_SETTINGS_FILE_PERMISSIONS: 'false',
+		N8N_SECURE_COOKIE: 'false',
+		N8N_DIAGNOSTICS_ENABLED: 'false',
+		N8N_VERSION_NOTIFICATIONS_ENABLED: 'false',
+		N8N_PERSONALIZATION_ENABLED: 'false',
+		N8N_TEMPLATES_ENABLED: 'false',
+		N8N_HIRING_BANNER_ENABLED: 'false',
+		// n8n 1.x has no such module and refuses to start when asked to disable it.
+		N8N_DISABLED_MODULES: majorOf(runtime) >= 2 ? 'mcp-registry' : undefined,
+		N8N_PYTHON_ENABLED: 'false',
+		N8N_GRACEFUL_SHUTDOWN_TIMEOUT: '15',
+		N8N_LOG_OUTPUT: 'console',
+	};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -479,23 +511,8 @@ export class N8nInstance {
 	env(ports: { port: number; brokerPort: number } = this): NodeJS.ProcessEnv {
 		return childEnv(this.runtime, {
 			...(this.options.sqlite ? { DB_TYPE: 'sqlite' } : dbEnv(this.database)),
-			N8N_USER_FOLDER: this.userFolder,
-			N8N_LISTEN_ADDRESS: '127.0.0.1',
-			N8N_PORT: String(ports.port),
-			N8N_RUNNERS_BROKER_PORT: String(ports.brokerPort),
+			...localN8nEnv(this.runtime, this.userFolder, ports),
 			N8N_ENCRYPTION_KEY: this.encryptionKey,
-			N8N_ENFORCE_SETTINGS_FILE_PERMISSIONS: 'false',
-			N8N_SECURE_COOKIE: 'false',
-			N8N_DIAGNOSTICS_ENABLED: 'false',
-			N8N_VERSION_NOTIFICATIONS_ENABLED: 'false',
-			N8N_PERSONALIZATION_ENABLED: 'false',
-			N8N_TEMPLATES_ENABLED: 'false',
-			N8N_HIRING_BANNER_ENABLED: 'false',
-			// n8n 1.x has no such module and refuses to start when asked to disable it.
-			N8N_DISABLED_MODULES: majorOf(this.runtime) >= 2 ? 'mcp-registry' : undefined,
-			N8N_PYTHON_ENABLED: 'false',
-			N8N_GRACEFUL_SHUTDOWN_TIMEOUT: '15',
-			N8N_LOG_OUTPUT: 'console',
 			...this.options.env,
 		});
 	}
