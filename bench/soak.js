@@ -84,10 +84,15 @@ async function worker(config) {
 		await ledger.record(claimedEntries.map((r) => ({ ...r, status: 'completed', result: answer })), { ttlMs });
 		rows += ROWS_PER_EVENT * config.batch;
 	};
-	const perTick = (config.rate / config.processes / ROWS_PER_EVENT / config.batch) * (TICK_MS / 1000);
+	const perMs = config.rate / config.processes / ROWS_PER_EVENT / config.batch / 1000;
 	let owed = 0;
+	let last = Date.now();
+	// Owed by the clock, not by ticks: a tick that comes late (the event loop busy, as it is with
+	// the Built-in ledger's synchronous calls) must not lower the rate.
 	const ticker = setInterval(() => {
-		owed += perTick;
+		const now = Date.now();
+		owed += perMs * (now - last);
+		last = now;
 		while (owed >= 1) {
 			owed -= 1;
 			if (inFlight >= MAX_IN_FLIGHT) {
