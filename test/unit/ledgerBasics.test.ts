@@ -77,12 +77,12 @@ describe('validation', () => {
 });
 
 describe('PostgreSQL statements that meet a deadlock or serialization failure', () => {
-	/** A pool whose statements fail with `code` the first `failures` times (the schema check always answers). */
+	/** A pool whose statements fail with `code` the first `failures` times (the schema check always answers: current, its claim function there). */
 	function stubPool(code: string, failures: number) {
 		let calls = 0;
 		const pool = {
 			query: async (text: string) => {
-				if (text.includes('_migrations')) return { rows: [{ v: 99 }] };
+				if (text.includes('_migrations')) return { rows: [{ v: 99, claim_one: true }] };
 				calls++;
 				if (calls <= failures) throw Object.assign(new Error(`driver text ${code}`), { code });
 				return { rows: [] };
