@@ -1,7 +1,7 @@
 /**
  * The on-call SQL in docs/operations.md ("On call, in SQL") runs against a real ledger schema and
  * answers the three questions for rows the ledger wrote; the DDL in docs/schema.md creates the
- * same tables as the migrations.
+ * same tables as the migrations; the uninstall SQL in docs/install.md leaves nothing behind.
  */
 import { readFileSync } from 'fs';
 import path from 'path';
@@ -127,4 +127,33 @@ test('the PostgreSQL DDL in docs/schema.md creates the tables, columns, keys and
 	expect(await shape(docSchema, documented)).toEqual(await shape(schema, documented));
 	// Every table the code creates is at least named on the page.
 	for (const table of await tablesOf(schema)) expect(schemaPage).toContain(table);
+});
+
+test('the uninstall SQL in docs/install.md drops every table and function of a ledger with the default names', async () => {
+	const page = readFileSync(path.join(__dirname, '../../docs/install.md'), 'utf8');
+	const sql = /```sql\n([\s\S]*?)```/.exec(page)?.[1]?.replace(/^ {3}/gm, '');
+	if (!sql) throw new Error('docs/install.md has no sql block');
+	const gone = `${schema}_gone`;
+	await pool.query(`CREATE SCHEMA "${gone}"`);
+	const doomed = new PostgresLedger({ pool, schema: gone, table: 'idempotency_ledger' });
+	await doomed.claim([{ namespace: 'ns', key: 'k', step: '', fingerprint: null }], { mode: 'seen', holder: 'h', leaseMs: 0, ttlMs: 60_000 });
+	const left = async () =>
+		(
+			await pool.query(
+				`SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1)::int AS relations,
+				        (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1)::int AS functions`,
+				[gone],
+			)
+		).rows[0];
+	expect(await left()).toEqual({ relations: expect.any(Number), functions: 1 });
+	const client = await pool.connect();
+	try {
+		await client.query(`SET search_path TO "${gone}"`);
+		await client.query(sql);
+	} finally {
+		await client.query('RESET search_path');
+		client.release();
+	}
+	expect(await left()).toEqual({ relations: 0, functions: 0 });
+	await pool.query(`DROP SCHEMA "${gone}"`);
 });
