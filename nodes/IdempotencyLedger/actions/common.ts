@@ -321,3 +321,21 @@ export async function runPerItem<P>(
 	return out;
 }
 
+
+/** An operation's execute, as the router calls it. */
+export type Execute = (this: IExecuteFunctions, items: INodeExecutionData[]) => Promise<INodeExecutionData[]>;
+
+/**
+ * The execute of an operation that only reads each item's parameters and acts on the ledger for
+ * it (runPerItem). `parse` gets the item's namespace, as "Scope" and "Namespace" name it, from
+ * `namespace()`, read only when asked for.
+ */
+export function perItem<P>(
+	parse: (ctx: IExecuteFunctions, itemIndex: number, namespace: () => string) => P,
+	run: (ledger: Ledger, params: P) => Promise<IDataObject | IDataObject[]>,
+): Execute {
+	return async function (this: IExecuteFunctions, items: INodeExecutionData[]) {
+		let namespaceFor: ReturnType<typeof namespaceOf> | undefined;
+		return await runPerItem(this, items, (i, item) => parse(this, i, () => (namespaceFor ??= namespaceOf(this))(i, item)), run);
+	};
+}

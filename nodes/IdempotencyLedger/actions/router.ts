@@ -1,11 +1,10 @@
 import { NodeOperationError, type IExecuteFunctions, type INodeExecutionData } from 'n8n-workflow';
 
 import * as checkpoint from './checkpoint/Checkpoint.resource';
+import type { Execute } from './common';
 import * as key from './key/Key.resource';
 import * as ledger from './ledger/Ledger.resource';
 import * as review from './review/Review.resource';
-
-type Execute = (this: IExecuteFunctions, items: INodeExecutionData[]) => Promise<INodeExecutionData[]>;
 
 const operations: Record<string, Record<string, { execute: Execute }>> = {
 	key: { get: key.get, list: key.list, release: key.release },

@@ -1,20 +1,6 @@
-import {
-	updateDisplayOptions,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeProperties,
-} from 'n8n-workflow';
+import { updateDisplayOptions, type INodeProperties } from 'n8n-workflow';
 
-import {
-	actorProperty,
-	checkpointJson,
-	namespaceOf,
-	namespaceProperties,
-	readActor,
-	readBoolean,
-	readText,
-	runPerItem,
-} from '../common';
+import { actorProperty, checkpointJson, namespaceProperties, perItem, readActor, readBoolean, readText } from '../common';
 import { MAX_CHECKPOINT_VALUE, checkpointNameProperty, readCheckpointName } from './shared';
 
 const properties: INodeProperties[] = [
@@ -43,21 +29,16 @@ const properties: INodeProperties[] = [
 export const description = updateDisplayOptions({ show: { resource: ['checkpoint'], operation: ['set'] } }, properties);
 
 /** Moves the checkpoint forward; a lower value is that item's error unless "Force" is on. */
-export async function execute(this: IExecuteFunctions, items: INodeExecutionData[]): Promise<INodeExecutionData[]> {
-	const namespace = namespaceOf(this);
-	return await runPerItem(
-		this,
-		items,
-		(i, item) => ({
-			namespace: namespace(i, item),
-			name: readCheckpointName(this, i),
-			value: readText(this, 'checkpointValue', i, 'checkpoint value', { max: MAX_CHECKPOINT_VALUE }),
-			force: readBoolean(this, 'force', i, 'Force'),
-			updatedBy: readActor(this, 'updatedBy', i, 'updated by'),
-		}),
-		async (ledger, { namespace, name, value, force, updatedBy }) => {
-			const checkpoint = await ledger.setCheckpoint(namespace, name, value, { force, updatedBy });
-			return { ...checkpointJson(namespace, name, checkpoint), forced: force };
-		},
-	);
-}
+export const execute = perItem(
+	(ctx, i, namespace) => ({
+		namespace: namespace(),
+		name: readCheckpointName(ctx, i),
+		value: readText(ctx, 'checkpointValue', i, 'checkpoint value', { max: MAX_CHECKPOINT_VALUE }),
+		force: readBoolean(ctx, 'force', i, 'Force'),
+		updatedBy: readActor(ctx, 'updatedBy', i, 'updated by'),
+	}),
+	async (ledger, { namespace, name, value, force, updatedBy }) => {
+		const checkpoint = await ledger.setCheckpoint(namespace, name, value, { force, updatedBy });
+		return { ...checkpointJson(namespace, name, checkpoint), forced: force };
+	},
+);

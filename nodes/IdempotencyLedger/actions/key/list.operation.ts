@@ -1,14 +1,9 @@
-import {
-	updateDisplayOptions,
-	type IDataObject,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeProperties,
-} from 'n8n-workflow';
+import { updateDisplayOptions, type IDataObject, type INodeProperties } from 'n8n-workflow';
 
 import type { ListFilter, Status } from '../../../../lib/ledger/types';
 import { namespaceReader } from '../../../../lib/n8n/scope';
 import {
+	type Execute,
 	namespaceProperties,
 	readChoice,
 	readCursor,
@@ -151,7 +146,7 @@ function toFilter(status: ListStatus, namespace: string | undefined, olderThanMs
  * Lists live rows by status and age, one page per input item (or every page up to "Max Rows").
  * The next page's cursor is part of the output, so a loop can walk any number of pages.
  */
-export async function execute(this: IExecuteFunctions, items: INodeExecutionData[]): Promise<INodeExecutionData[]> {
+export const execute: Execute = async function (items) {
 	const all = this.getNodeParameter('scope', 0) === 'all';
 	const namespace = all ? () => undefined : namespaceReader(this);
 	const output = this.getNodeParameter('output', 0) as 'page' | 'rows';
@@ -201,4 +196,4 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 			};
 		},
 	);
-}
+};

@@ -1,15 +1,10 @@
-import {
-	updateDisplayOptions,
-	type IDataObject,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeProperties,
-} from 'n8n-workflow';
+import { updateDisplayOptions, type IDataObject, type INodeProperties } from 'n8n-workflow';
 
 import { assertStep } from '../../../../lib/ledger/validate';
 import {
 	actorProperty,
 	checkEvidence,
+	type Execute,
 	keyProperty,
 	namespaceOf,
 	namespaceProperties,
@@ -93,7 +88,7 @@ export const description = updateDisplayOptions({ show: { resource: ['key'], ope
  * records steps that may have been sent as sent. The ledger decides per step (a run holding it, a
  * step that may have gone out) and writes one audit row per step it acted on, in one statement.
  */
-export async function execute(this: IExecuteFunctions, items: INodeExecutionData[]): Promise<INodeExecutionData[]> {
+export const execute: Execute = async function (items) {
 	const namespace = namespaceOf(this);
 	let hinted = false;
 	return await runPerItem(
@@ -144,4 +139,4 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 			};
 		},
 	);
-}
+};

@@ -1,10 +1,4 @@
-import {
-	updateDisplayOptions,
-	type IDataObject,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeProperties,
-} from 'n8n-workflow';
+import { updateDisplayOptions, type IDataObject, type IExecuteFunctions, type INodeProperties } from 'n8n-workflow';
 
 import { LedgerError, LedgerInputError, LedgerUnavailableError } from '../../../../lib/ledger/errors';
 import { canExport, canImport, copyLedger, DEFAULT_TRANSFER_BATCH, type CopyTotals } from '../../../../lib/ledger/transfer';
@@ -14,7 +8,7 @@ import { openLedgerOf } from '../../../../lib/n8n/ledgerAccess';
 import { BUILTIN_CREDENTIAL } from '../../../../lib/n8n/builtinCredential';
 import { POSTGRES_CREDENTIAL } from '../../../../lib/n8n/postgresCredential';
 import { REDIS_CREDENTIAL } from '../../../../lib/n8n/redisCredential';
-import { readWholeNumber } from '../common';
+import { type Execute, readWholeNumber } from '../common';
 
 export const MAX_COPY_BATCH = 5000;
 
@@ -128,7 +122,7 @@ function totalsJson(from: Kind, into: Kind, t: CopyTotals): IDataObject {
  * Copies the whole source ledger into the target, once per execution whatever the number of input
  * items (a copy is of the whole ledger): one output item with the counts.
  */
-export async function execute(this: IExecuteFunctions, items: INodeExecutionData[]): Promise<INodeExecutionData[]> {
+export const execute: Execute = async function (items) {
 	const node = this.getNode();
 	try {
 		const direction = this.getNodeParameter('backend', 0) as unknown;
@@ -150,4 +144,4 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 		if (!this.continueOnFail()) throw nodeError;
 		return [failedItem(node, items[0] ?? { json: {} }, 0, nodeError)];
 	}
-}
+};

@@ -1,16 +1,11 @@
-import {
-	updateDisplayOptions,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeProperties,
-} from 'n8n-workflow';
+import { updateDisplayOptions, type INodeProperties } from 'n8n-workflow';
 
 import { readDashboard, type DashboardRequest } from '../../../../lib/dashboard/read';
 import { renderDashboard } from '../../../../lib/dashboard/render';
 import { COUNTS_KEPT_DAYS } from '../../../../lib/ledger/types';
 import { flushCounts } from '../../../../lib/n8n/countBuffer';
 import { STATS_DAYS } from '../../../PromptCache/stats';
-import { readText, readWholeNumber, runPerItem } from '../common';
+import { type Execute, readText, readWholeNumber, runPerItem } from '../common';
 import { isAskedNamespace } from '../review/evidence';
 
 export const MAX_NAMESPACES = 200;
@@ -64,7 +59,7 @@ export const description = updateDisplayOptions({ show: { resource: ['ledger'], 
  * Review rows with their destination check, and charts of the day counters. Reads counts and
  * short pages only (lib/dashboard/read.ts); the page is lib/dashboard/render.ts.
  */
-export async function execute(this: IExecuteFunctions, items: INodeExecutionData[]): Promise<INodeExecutionData[]> {
+export const execute: Execute = async function (items) {
 	const workflow = this.getWorkflow();
 	// n8n tells a node its own workflow's name only; other workflows show as their namespace.
 	const nameOf = (namespace: string) => (workflow.id && namespace === `workflow:${workflow.id}` && workflow.name ? workflow.name : null);
@@ -91,4 +86,4 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 			};
 		},
 	);
-}
+};

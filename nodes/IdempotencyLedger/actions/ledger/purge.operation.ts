@@ -1,11 +1,6 @@
-import {
-	updateDisplayOptions,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeProperties,
-} from 'n8n-workflow';
+import { updateDisplayOptions, type INodeProperties } from 'n8n-workflow';
 
-import { readWholeNumber, runPerItem } from '../common';
+import { perItem, readWholeNumber } from '../common';
 
 export const MAX_PURGE = 100_000;
 
@@ -30,14 +25,10 @@ const properties: INodeProperties[] = [
 export const description = updateDisplayOptions({ show: { resource: ['ledger'], operation: ['purge'] } }, properties);
 
 /** Deletes at most "Max Rows to Delete" expired rows; `more` says whether another run is likely to find some. */
-export async function execute(this: IExecuteFunctions, items: INodeExecutionData[]): Promise<INodeExecutionData[]> {
-	return await runPerItem(
-		this,
-		items,
-		(i) => readWholeNumber(this, 'maxDelete', i, 'max rows to delete', 1, MAX_PURGE, 1000),
-		async (ledger, limit) => {
-			const purged = await ledger.purgeExpired(limit);
-			return { purged, limit, more: purged >= limit, purgedAt: new Date().toISOString() };
-		},
-	);
-}
+export const execute = perItem(
+	(ctx, i) => readWholeNumber(ctx, 'maxDelete', i, 'max rows to delete', 1, MAX_PURGE, 1000),
+	async (ledger, limit) => {
+		const purged = await ledger.purgeExpired(limit);
+		return { purged, limit, more: purged >= limit, purgedAt: new Date().toISOString() };
+	},
+);

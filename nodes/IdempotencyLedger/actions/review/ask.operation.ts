@@ -1,6 +1,6 @@
-import { updateDisplayOptions, type IExecuteFunctions, type INodeExecutionData, type INodeProperties } from 'n8n-workflow';
+import { updateDisplayOptions, type INodeProperties } from 'n8n-workflow';
 
-import { actorProperty, readActor, runPerItem } from '../common';
+import { actorProperty, type Execute, readActor, runPerItem } from '../common';
 import { askedNamespace, askedStep, heldRow, reviewOf } from './evidence';
 
 const properties: INodeProperties[] = [
@@ -27,7 +27,7 @@ const ASKED_TTL_MS = 90 * 86_400_000;
  * processes in queue mode) ask once between them. Items not asked are left out, and a hint says
  * how many and why.
  */
-export async function execute(this: IExecuteFunctions, items: INodeExecutionData[]): Promise<INodeExecutionData[]> {
+export const execute: Execute = async function (items) {
 	const notAsked = { asked: 0, settled: 0, later: 0 };
 	let askedOne = false;
 	const out = await runPerItem(
@@ -75,4 +75,4 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 		});
 	}
 	return out;
-}
+};

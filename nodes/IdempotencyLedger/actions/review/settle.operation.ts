@@ -1,12 +1,6 @@
-import {
-	updateDisplayOptions,
-	type IDataObject,
-	type IExecuteFunctions,
-	type INodeExecutionData,
-	type INodeProperties,
-} from 'n8n-workflow';
+import { updateDisplayOptions, type IDataObject, type INodeProperties } from 'n8n-workflow';
 
-import { readActor, RESOLVED_TTL_MS, runPerItem } from '../common';
+import { type Execute, readActor, RESOLVED_TTL_MS, runPerItem } from '../common';
 import { ANSWERS, answerOf, reviewRefOf } from './evidence';
 
 const properties: INodeProperties[] = [
@@ -53,7 +47,7 @@ const OUTCOME = {
  * or one after the step was settled another way, changes nothing and says so. Puts out the held
  * item again, with the decision under `review`, so the flow can take it back to its step.
  */
-export async function execute(this: IExecuteFunctions, items: INodeExecutionData[]): Promise<INodeExecutionData[]> {
+export const execute: Execute = async function (items) {
 	return await runPerItem(
 		this,
 		items,
@@ -89,4 +83,4 @@ export async function execute(this: IExecuteFunctions, items: INodeExecutionData
 			};
 		},
 	);
-}
+};
