@@ -192,21 +192,21 @@ end
 -- entries are gathered and written per index at the end (flush), a few commands per call instead
 -- of several per row. Only for calls whose rows are distinct and that read no index meanwhile.
 local staged = {adds = {}, rems = {}}
-local function stageadd(z, score, m)
-	local t = staged.adds[z]
+local function stagedfor(kind, z)
+	local t = staged[kind][z]
 	if not t then
 		t = {}
-		staged.adds[z] = t
+		staged[kind][z] = t
 	end
+	return t
+end
+local function stageadd(z, score, m)
+	local t = stagedfor('adds', z)
 	t[#t + 1] = score
 	t[#t + 1] = m
 end
 local function stagerem(z, m)
-	local t = staged.rems[z]
-	if not t then
-		t = {}
-		staged.rems[z] = t
-	end
+	local t = stagedfor('rems', z)
 	t[#t + 1] = m
 end
 -- Stages the removal of what an expired row of member m may have left in the indexes that an
@@ -792,6 +792,19 @@ out[11] = fmt(cutoff)
 return out
 `;
 
+/** Writes a checkpoint hash whole: its value, when it was set (epoch ms as text), and by whom if known. */
+const CHECKPOINT = `
+local function putcheckpoint(key, value, at, by)
+	local fields = {'v', value, 'u', at}
+	if by then
+		fields[5] = 'by'
+		fields[6] = by
+	end
+	redis.call('DEL', key)
+	redis.call('HSET', key, unpack(fields))
+end
+`;
+
 /**
  * KEYS: the checkpoint hash. ARGV: value, force ('1'), updatedBy?.
  * Returns {1, updatedAt} or {0, current value} when it would move backwards.
@@ -799,14 +812,7 @@ return out
 const SET_CHECKPOINT = `
 local cur = redis.call('HGET', KEYS[1], 'v')
 if ARGV[2] ~= '1' and cur and isnewer(cur, ARGV[1]) then return {0, cur} end
-local fields = {'v', ARGV[1], 'u', fmt(now)}
-local by = opt(ARGV[3])
-if by then
-	fields[5] = 'by'
-	fields[6] = by
-end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(fields))
+putcheckpoint(KEYS[1], ARGV[1], fmt(now), opt(ARGV[3]))
 return {1, fmt(now)}
 `;
 
@@ -929,14 +935,7 @@ return out
 const IMPORT_CHECKPOINT = `
 local cur = redis.call('HGET', KEYS[1], 'v')
 if cur and not isnewer(ARGV[1], cur) then return 0 end
-local fields = {'v', ARGV[1], 'u', ARGV[2]}
-local by = opt(ARGV[3])
-if by then
-	fields[5] = 'by'
-	fields[6] = by
-end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(fields))
+putcheckpoint(KEYS[1], ARGV[1], ARGV[2], opt(ARGV[3]))
 return 1
 `;
 
@@ -998,12 +997,12 @@ export const SCRIPTS = {
 	idemLedgerPurge: COMMON + ROWS + PURGE,
 	idemLedgerIndexPending: COMMON + ROWS + INDEX_PENDING,
 	idemLedgerStats: COMMON + ROWS + STATS,
-	idemLedgerSetCheckpoint: COMMON + SET_CHECKPOINT,
+	idemLedgerSetCheckpoint: COMMON + CHECKPOINT + SET_CHECKPOINT,
 	idemLedgerAddCounts: COMMON + CALENDAR + ADD_COUNTS,
 	idemLedgerReadCounts: COMMON + CALENDAR + READ_COUNTS,
 	idemLedgerExport: COMMON + ROWS + EXPORT,
 	idemLedgerImportRows: COMMON + ROWS + TRANSFER_RANK_LUA + IMPORT_ROWS,
-	idemLedgerImportCheckpoint: COMMON + IMPORT_CHECKPOINT,
+	idemLedgerImportCheckpoint: COMMON + CHECKPOINT + IMPORT_CHECKPOINT,
 	idemLedgerImportDay: COMMON + IMPORT_DAY,
 	idemLedgerImportAudit: COMMON + IMPORT_AUDIT,
 };
