@@ -877,7 +877,7 @@ export class N8nInstance {
 		const exit = result.signal ? `signal ${result.signal}` : `exit ${result.code}`;
 		this.logStream?.write(`\n===== n8n execute --id=${id} (${exit}, ${Math.round(ms)} ms) =====\n${result.stderr}\n`);
 		const parsed = parseRawOutput(result.stdout);
-		// `n8n execute` is sometimes killed by SIGSEGV after it printed a complete, finished run: an
+		// `n8n execute` is sometimes killed by SIGSEGV (or SIGTRAP) after it printed a complete, finished run: an
 		// n8n bug that happens with no community package installed (it exits while the vm expression
 		// engine's isolates are still at work; numbers and a backtrace in docs/development.md, "`n8n
 		// execute` ended by SIGSEGV"). The run itself is whole, so it is taken, and the crash is
@@ -976,7 +976,8 @@ export async function startN8n(options: StartOptions = {}): Promise<N8nInstance>
 
 /** Finds the run JSON in `n8n execute --rawOutput` stdout (log lines may surround it). */
 /** Signals of a process that crashed by itself (not one we or a timeout sent). */
-const CRASH_SIGNALS: NodeJS.Signals[] = ['SIGSEGV', 'SIGBUS', 'SIGABRT'];
+// SIGTRAP: V8 aborting on one of its own checks in that teardown (docs/development.md).
+const CRASH_SIGNALS: NodeJS.Signals[] = ['SIGSEGV', 'SIGBUS', 'SIGABRT', 'SIGTRAP'];
 
 export function parseRawOutput(stdout: string): any {
 	const lines = stdout.split('\n');
