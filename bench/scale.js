@@ -5,7 +5,9 @@
 //   - one-key claims of new keys, p50 and p99 of 1,000;
 //   - a Prompt Cache hit's read (the one-row peek Lookup and the Chat Model make), p50 and p99 of 1,000;
 // and the bytes each live row costs: table and indexes (PostgreSQL), the file (Built-in), used
-// memory (Redis, a throwaway redis-server so that nothing else is counted).
+// memory (Redis, a throwaway redis-server so that nothing else is counted). On Redis also its own
+// cost of 10,000 new keys that expire (pipelined SET NX PX) on the same two servers: what a full
+// keyspace costs any client, against which the claim's own slowdown is read.
 //
 //   SCALE_BACKENDS postgres,redis,builtin (default all three)
 //   SCALE_ROWS     rows in the full ledger (default 10,000,000; the Built-in file 1,000,000)
@@ -26,8 +28,8 @@ const { dropLedgerTables, hasSqlite, median, nodeWithSqlite, percentile: pct, ti
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const fillRows = (backend) => ROWS ?? (backend === 'builtin' ? 1_000_000 : 10_000_000);
 
-/** The figures of one round on one ledger; `tag` keeps each round's keys new. */
-async function round(ledger, tag) {
+/** The figures of one round on one ledger (and its server's own `baselines`); `tag` keeps each round's keys new. */
+async function round(ledger, tag, baselines) {
 	const seen = { mode: 'seen', holder: 'b', leaseMs: 0, ttlMs: DAY };
 	const batch = Array.from({ length: N }, (_, i) => ({ namespace: 'bench', key: `${tag}-${i}`, step: '', fingerprint: null }));
 	const first = await ms(() => ledger.claim(batch, seen));
@@ -36,16 +38,19 @@ async function round(ledger, tag) {
 	for (let i = 0; i < ONE_KEY; i++) one.push(await ms(() => ledger.claim([{ namespace: 'bench', key: `${tag}-one-${i}`, step: '', fingerprint: null }], seen)));
 	const hit = [];
 	for (let i = 0; i < ONE_KEY; i++) hit.push(await ms(() => ledger.peek([{ namespace: 'bench', key: `${tag}-${i}`, step: '' }])));
-	return { first, dup, oneP50: pct(one, 50), oneP99: pct(one, 99), hitP50: pct(hit, 50), hitP99: pct(hit, 99) };
+	const base = [];
+	for (const run of baselines ?? []) base.push(await ms(() => run(tag)));
+	return { base, first, dup, oneP50: pct(one, 50), oneP99: pct(one, 99), hitP50: pct(hit, 50), hitP99: pct(hit, 99) };
 }
 
-async function compare(name, empty, full, rows, bytesPerRow) {
+/** `baselines`, where given: [{ label, empty, full }], the server's own work on each, by round tag. */
+async function compare(name, empty, full, rows, bytesPerRow, baselines = []) {
 	const results = { empty: [], full: [] };
 	for (let r = 0; r < ROUNDS; r++) {
 		const order = r % 2 ? ['full', 'empty'] : ['empty', 'full'];
-		for (const which of order) results[which].push(await round(which === 'empty' ? empty : full, `r${r}-${which}`));
+		for (const which of order) results[which].push(await round(which === 'empty' ? empty : full, `r${r}-${which}`, baselines.map((b) => b[which])));
 	}
-	const m = (which, f) => median(results[which].map((x) => x[f]));
+	const m = (which, f) => median(results[which].map((x) => (typeof f === 'number' ? x.base[f] : x[f])));
 	const line = (label, f, unit, better) => {
 		const e = m('empty', f);
 		const fu = m('full', f);
@@ -55,6 +60,7 @@ async function compare(name, empty, full, rows, bytesPerRow) {
 	};
 	console.log(`\n### ${name}: ${rows.toLocaleString('en')} live rows against an empty ledger, median of ${ROUNDS} rounds`);
 	console.log(`| measure | empty | ${rows.toLocaleString('en')} rows | ratio |\n|---|---|---|---|`);
+	baselines.forEach((b, i) => console.log(line(b.label, i, 'ms', 'throughput')));
 	console.log(line(`claim of ${N.toLocaleString('en')} new keys`, 'first', 'ms', 'throughput'));
 	console.log(line(`claim of ${N.toLocaleString('en')} duplicates`, 'dup', 'ms', 'throughput'));
 	console.log(line('one-key claim p50', 'oneP50', 'ms', 'latency'));
@@ -134,7 +140,34 @@ async function redis() {
 		await full.purgeExpired(1);
 		const bytes = memory(b) - before;
 		console.log(`Redis: filled ${rows.toLocaleString('en')} rows in ${((Date.now() - started) / 1000).toFixed(0)} s, used memory +${(bytes / 1e9).toFixed(2)} GB`);
-		await compare('Redis', empty, full, rows, bytes / rows);
+		// Where a row's bytes are, from namespace ns-0: its own key and value, and its share of the
+		// namespace's sorted sets; the rest is the server's dictionaries (keys, expiries) and allocator.
+		const usage = (key) => Number(b.cli('MEMORY', 'USAGE', key, 'SAMPLES', '0')) || 0;
+		const perMember = (key) => {
+			const n = Number(b.cli('ZCARD', key));
+			return n > 0 ? usage(key) / n : 0;
+		};
+		const parts = { 'row key and value': usage('{scale:ns-0}:r:evt_0:'), idx: perMember('{scale:ns-0}:idx'), 'st:completed': perMember('{scale:ns-0}:st:completed'), members: perMember('{scale:ns-0}:members') };
+		const named = Object.values(parts).reduce((x, y) => x + y, 0);
+		console.log(`Redis bytes per row: ${Object.entries(parts).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}; the rest ${(bytes / rows - named).toFixed(0)} of ${(bytes / rows).toFixed(0)}`);
+		// The server's own cost of new keys with an expiry, about a row's size: in one pipeline (the
+		// baseline of npm run bench), and in one script call, the least script a claim could be.
+		const value = 'x'.repeat(120);
+		const keys = (tag, kind) => Array.from({ length: N }, (_, i) => `${kind}:${tag}-${i}`);
+		const setNx = (client) => (tag) => {
+			const pipeline = client.pipeline();
+			for (const key of keys(tag, 'setnx')) pipeline.set(key, value, 'PX', DAY, 'NX');
+			return pipeline.exec();
+		};
+		const LEAST = `for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2], 'NX') end`;
+		const least = (client) => (tag) => client.eval(LEAST, N, ...keys(tag, 'least'), value, DAY);
+		const [emptyClient, fullClient] = [new Redis({ port: a.port }), new Redis({ port: b.port })];
+		await compare('Redis', empty, full, rows, bytes / rows, [
+			{ label: `pipelined SET NX PX of ${N.toLocaleString('en')} new keys (Redis's own)`, empty: setNx(emptyClient), full: setNx(fullClient) },
+			{ label: `one script of ${N.toLocaleString('en')} SET NX PX (Redis's own, the least claim)`, empty: least(emptyClient), full: least(fullClient) },
+		]);
+		emptyClient.disconnect();
+		fullClient.disconnect();
 		await empty.close();
 		await full.close();
 	} finally {
