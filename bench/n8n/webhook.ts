@@ -13,19 +13,25 @@
  * round trips (pgRoundTrips.ts); the transactions are xact_commit of the ledger's database
  * (nothing else uses it meanwhile). Reports p50 and p99 of each flow's answer time, what ours
  * adds, and round trips and transactions per event.
+ *
+ * Then where the time goes: a copy of each flow that keeps its executions' data takes TRACED
+ * more events, and n8n's own record of them (each node's start and run time) gives, per node,
+ * the median time it ran and the median gap n8n left before it started (from the previous node's
+ * end, or for the first node after the trigger, from the trigger's end).
  */
 import http from 'http';
 import { randomUUID } from 'crypto';
 
 import { Client } from 'pg';
 
-import { startN8n, type WorkflowJson } from '../../test/e2e/support/n8n';
+import { startN8n, type N8nExecution, type WorkflowJson } from '../../test/e2e/support/n8n';
 import { ledgerCredentialData, LedgerTables, uniqueLedgerTable, workflowNode } from '../../test/e2e/support/standIns';
 import { countingPostgresProxy } from './pgRoundTrips';
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000);
 const WARMUP = 20;
+const TRACED = 50;
 
 const node = (name: string, type: string, typeVersion: number, x: number, parameters: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
 	workflowNode(name, type, typeVersion, [x, 0], parameters, extra);
@@ -87,6 +93,23 @@ const quantile = (xs: number[], q: number) => {
 	return s[Math.min(s.length - 1, Math.floor(q * s.length))];
 };
 
+/** Per node after the trigger, in run order: the median time it ran, and the median gap before it. */
+function nodeTimes(executions: N8nExecution[]): string {
+	const ran = new Map<string, number[]>();
+	const gaps = new Map<string, number[]>();
+	for (const execution of executions) {
+		const runs = Object.entries(execution.data!.resultData.runData)
+			.map(([name, [run]]) => ({ name, start: run.startTime, ms: run.executionTime }))
+			.sort((a, b) => a.start - b.start);
+		for (let i = 1; i < runs.length; i++) {
+			const { name, start, ms } = runs[i];
+			ran.set(name, [...(ran.get(name) ?? []), ms]);
+			gaps.set(name, [...(gaps.get(name) ?? []), start - (runs[i - 1].start + runs[i - 1].ms)]);
+		}
+	}
+	return [...ran.keys()].map((name) => `${name} ${quantile(ran.get(name)!, 0.5)} · ${quantile(gaps.get(name)!, 0.5)}`).join('; ');
+}
+
 async function main() {
 	let sent = 0;
 	const sink = http.createServer((req, res) => {
@@ -127,11 +150,21 @@ async function main() {
 		}
 		const commits = (await commitsNow()) - commitsBefore;
 		await stats.end();
+		const traced: Record<Flow, string> = { ours: '', baseline: '', floor: '' };
+		for (const [kind, workflow] of Object.entries(flows(sinkUrl, credential)) as Array<[Flow, WorkflowJson]>) {
+			const hook = workflow.nodes[0] as { parameters: Record<string, unknown>; webhookId: string };
+			hook.parameters = { ...hook.parameters, path: `bench-${kind}-traced` };
+			hook.webhookId = randomUUID();
+			traced[kind] = await n8n.deploy({ ...workflow, name: `${workflow.name} (traced)`, settings: { ...workflow.settings, saveDataSuccessExecution: 'all' } });
+		}
+		for (let i = 0; i < TRACED; i++) for (const kind of FLOWS) await n8n.post(`bench-${kind}-traced`, { id: `traced-${i}-${randomUUID()}` });
 		const row = (kind: Flow) => `| ${LABEL[kind]} | ${quantile(times[kind], 0.5).toFixed(1)} ms | ${quantile(times[kind], 0.99).toFixed(1)} ms |`;
 		console.log(`\n${EVENTS} events each, one at a time, n8n ${process.env.N8N_VERSION ?? '2.41.1'}\n\n| flow | p50 | p99 |\n|---|---|---|\n${FLOWS.map(row).join('\n')}`);
 		const adds = (kind: Flow, q: number) => (quantile(times[kind], q) - quantile(times.baseline, q)).toFixed(1);
 		console.log(`\nours adds: p50 ${adds('ours', 0.5)} ms, p99 ${adds('ours', 0.99)} ms (targets ≤ 5 and ≤ 15); two No Operation nodes add: p50 ${adds('floor', 0.5)} ms, p99 ${adds('floor', 0.99)} ms`);
-		console.log(`ledger per event: ${(trips / EVENTS).toFixed(1)} round trips, ${(commits / EVENTS).toFixed(1)} transactions; the sink got ${sent} requests for ${FLOWS.length * (WARMUP + EVENTS)} events`);
+		console.log(`ledger per event: ${(trips / EVENTS).toFixed(1)} round trips, ${(commits / EVENTS).toFixed(1)} transactions; the sink got ${sent} requests for ${FLOWS.length * (WARMUP + EVENTS + TRACED)} events`);
+		console.log(`\nWhere the time goes, from n8n's record of ${TRACED} traced events a flow (p50, ms): node ran · gap n8n left before it\n`);
+		for (const kind of FLOWS) console.log(`- ${LABEL[kind]}: ${nodeTimes(await n8n.waitForExecutions(traced[kind], TRACED, { includeData: true }))}`);
 	} finally {
 		await n8n.stop();
 		await proxy.close();
