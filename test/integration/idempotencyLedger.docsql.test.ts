@@ -29,10 +29,11 @@ const sqlBlocks = [...doc.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]);
 
 type Rows = Array<Record<string, unknown>>;
 
-async function query(sql: string): Promise<Array<{ rows: Rows }>> {
+/** Runs `sql` (one statement or several) with `inSchema` first on the search path, as a reader would. */
+async function query(sql: string, inSchema = schema): Promise<Array<{ rows: Rows }>> {
 	const client = await pool.connect();
 	try {
-		await client.query(`SET search_path TO "${schema}"`);
+		await client.query(`SET search_path TO "${inSchema}"`);
 		const results: unknown = await client.query(sql);
 		return (Array.isArray(results) ? results : [results]) as Array<{ rows: Rows }>;
 	} finally {
@@ -87,14 +88,7 @@ test('the PostgreSQL DDL in docs/schema.md creates the tables, columns, keys and
 	if (!ddl) throw new Error('docs/schema.md has no sql block under "## PostgreSQL"');
 	const docSchema = `${schema}_doc`;
 	await pool.query(`CREATE SCHEMA "${docSchema}"`);
-	const client = await pool.connect();
-	try {
-		await client.query(`SET search_path TO "${docSchema}"`);
-		await client.query(ddl);
-	} finally {
-		await client.query('RESET search_path');
-		client.release();
-	}
+	await query(ddl, docSchema);
 	await ledger.ensureSchema();
 
 	/** Everything a table's definition says, with the schema name taken out. */
@@ -146,14 +140,7 @@ test('the uninstall SQL in docs/install.md drops every table and function of a l
 			)
 		).rows[0];
 	expect(await left()).toEqual({ relations: expect.any(Number), functions: 1 });
-	const client = await pool.connect();
-	try {
-		await client.query(`SET search_path TO "${gone}"`);
-		await client.query(sql);
-	} finally {
-		await client.query('RESET search_path');
-		client.release();
-	}
+	await query(sql, gone);
 	expect(await left()).toEqual({ relations: 0, functions: 0 });
 	await pool.query(`DROP SCHEMA "${gone}"`);
 });

@@ -321,7 +321,6 @@ export async function runPerItem<P>(
 	return out;
 }
 
-
 /** An operation's execute, as the router calls it. */
 export type Execute = (this: IExecuteFunctions, items: INodeExecutionData[]) => Promise<INodeExecutionData[]>;
 
